@@ -10,9 +10,11 @@
 //
 // CheckpointSaverHook is in checkpoint_saver_hook.h. Python's ValueError is InvalidArgumentError
 // here and RuntimeError is FailedPreconditionError, with the reference's texts. Hooks that need
-// the global step look up (or create) `global_step/read` in begin(graph): it is fetched beside
-// the train op, so it yields the value before that run's increment; hooks that need the value
-// after the run read it again on the raw session. A hook whose plain begin() was called (no
+// the global step look up (or create) `global_step/read` in begin(graph) and fetch it beside the
+// train op: it yields the value before that run's increment when the increment depends on the
+// read (as TensorFlow's _increment_global_step makes it), and may race with the increment
+// otherwise; so, as in TensorFlow, hooks that act on a step read the real value again on the raw
+// session after the run before acting. A hook whose plain begin() was called (no
 // graph) finds the read tensor when the session is created instead, which needs the tensor to
 // exist already if the graph is finalized by then.
 #pragma once

@@ -54,6 +54,9 @@ void CheckpointSaverHook::start(Graph* graph) {
     }
   }
   summary_writer_ = SummaryWriterCache::get(options_.checkpoint_dir);
+  // Resolved again at the first save: the hook may be reused with another graph.
+  saver_ = nullptr;
+  owned_saver_.reset();
   global_step_read_ = graph ? global_step_read_for(*graph, "CheckpointSaverHook") : Output{};
   for (CheckpointSaverListener* l : options_.listeners) l->begin();
 }

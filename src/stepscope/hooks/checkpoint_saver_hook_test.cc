@@ -424,6 +424,25 @@ TEST_F(CheckpointSaverHookTest, RestartsRespectMaxToKeep) {
   EXPECT_TRUE(fs::exists(model_dir.path() + "/model.ckpt-3.safetensors"));
 }
 
+// begin(graph) starts over with the new graph's variables (its own saver is made again).
+TEST_F(CheckpointSaverHookTest, HookIsReusableWithAnotherGraph) {
+  CheckpointSaverHook hook({.checkpoint_dir = model_dir.path(), .save_steps = 1});
+  EXPECT_EQ(run_monitored(hook, 2), 2);
+  Graph g2;
+  Scope root2(g2);
+  Variable step2 = get_or_create_global_step(root2);
+  make_variable(root2, "w", constant(root2, 1.5f));
+  Output train2 = testing::increment_global_step(g2, 1)->output(0);
+  {
+    SingularMonitoredSession sess(g2, {.hooks = {&hook}});  // not restored: g2 has a new variable
+    EXPECT_EQ(global_step_value(sess.run(train2)), 1);
+  }
+  SafetensorsFile latest = load_checkpoint(*latest_checkpoint(model_dir.path()));
+  ASSERT_NE(latest.find("w"), nullptr);
+  EXPECT_EQ(latest.find("w")->scalar_value<float>(), 1.5f);
+  EXPECT_EQ(saved_step(), 1);
+}
+
 TEST_F(CheckpointSaverHookTest, UnusableDirectoryIsAClearError) {
   const std::string file = model_dir.path() + "/not_a_dir";
   std::ofstream(file) << "x";
