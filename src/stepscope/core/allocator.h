@@ -86,8 +86,10 @@ class AllocationRecorder {
 };
 
 // The recording the calling thread takes part in (none: recorder null, the common, free case).
-// Events are stamped with time_ns when it is set (the executor sets it to the clock reading it
-// took at the node's start or end, so recording costs no extra clock read) or with the clock.
+// Events are stamped with time_ns when it is set, otherwise with now_ns(). The executor sets it
+// to the clock reading it took at the node's start or end, so recording costs no clock reading
+// of its own; those readings are TSC ticks where it uses the TSC, which it turns into
+// nanoseconds when it reads the logs after the step (frees in other_log() are always now_ns()).
 struct RecordingScope {
   AllocationRecorder* recorder = nullptr;
   AllocationRecorder::ThreadLog* log = nullptr;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <optional>
@@ -28,7 +29,6 @@ namespace {
 struct NodeRecord {
   int64_t start, end, scheduled;
   int64_t bytes_in_use_at_end;  // of the kernel's allocator
-  int64_t step_id;              // the step that wrote it (the buffers are reused across steps)
   uint32_t thread_id;
   int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
 };
@@ -42,9 +42,9 @@ struct StepBuffers {
   std::unique_ptr<std::atomic<int32_t>[]> refs;     // per slot
   std::unique_ptr<Tensor[]> slots;
   // Traced steps only (allocated by the first one).
-  std::unique_ptr<NodeRecord[]> records;  // per plan item
-  std::vector<int32_t> order, cursor;     // scratch of the post-step pass
-  std::vector<const AllocationEvent*> placed;
+  std::unique_ptr<NodeRecord[]> records;        // per plan item
+  std::vector<int32_t> order, cursor;           // scratch of the post-step pass
+  std::vector<const AllocationEvent*> sources;  // the event of each allocation record, when needed
 
   StepBuffers(size_t num_items, size_t num_slots)
       : pending(new std::atomic<int32_t>[num_items]),
@@ -78,16 +78,20 @@ struct Executor::Plan {
   std::vector<std::string> devices;
   int num_slots = 0;
 
-  // Interned names for traces and partition graphs, made on first use.
+  // What traces and partition graphs need of each item, names interned, in one cache line
+  // (made on first use).
   struct Names {
     std::string_view name, op_type, timeline_label;
+    int32_t node_id, output_base, num_outputs, device;
   };
+  static_assert(sizeof(Names) == 64);
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
       names_.reserve(items.size());
       for (const Item& item : items)
         names_.push_back({StepStats::intern(item.node->name()), StepStats::intern(item.node->op_type()),
-                          StepStats::intern(item.node->timeline_label())});
+                          StepStats::intern(item.node->timeline_label()), item.node_id, item.output_base,
+                          item.num_outputs, item.device});
       for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
     });
     return names_;
@@ -290,12 +294,15 @@ namespace {
 // step across cores), a node's two readings are raw TSC reads, about half the cost of
 // steady_clock::now(), turned into now_ns() nanoseconds after the step by a linear map anchored
 // at the step's start and scaled over everything measured since the first traced step.
-// Elsewhere ticks are now_ns() and the map is the identity.
+// Elsewhere, or with STEPSCOPE_TRACE_CLOCK=steady in the environment, ticks are now_ns() and
+// the map is the identity.
 class StepClock {
  public:
   static bool tsc() {
     static const bool use = [] {
 #if defined(__x86_64__) && defined(__linux__)
+      if (const char* choice = std::getenv("STEPSCOPE_TRACE_CLOCK"); choice && std::string_view(choice) == "steady")
+        return false;
       std::ifstream f("/sys/devices/system/clocksource/clocksource0/current_clocksource");
       std::string source;
       return static_cast<bool>(f >> source) && source == "tsc";
@@ -317,7 +324,7 @@ class StepClock {
     int64_t ticks, ns;
     static Point now() {
       const int64_t t = StepClock::ticks();
-      return {t, now_ns()};
+      return {t, tsc() ? now_ns() : t};
     }
   };
   StepClock(Point start, Point end) : start_(start) {
@@ -353,6 +360,7 @@ struct Executor::RunState {
   int64_t deadline_ns = 0;
   // Tracing (null unless traced).
   bool trace = false;
+  int64_t start_ticks = 0;
   NodeRecord* records = nullptr;
   NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
   AllocationRecorder* recorder = nullptr;
@@ -361,6 +369,11 @@ struct Executor::RunState {
     std::lock_guard<std::mutex> lock(mutex);
     if (!error) error = e;
     failed.store(true, std::memory_order_release);
+  }
+  bool fail_deadline(const Node& node) {
+    fail(std::make_exception_ptr(DeadlineExceededError(
+        node_error_message(node, "Timed out waiting for the step to finish (timeout_in_ms exceeded)"))));
+    return true;
   }
 };
 
@@ -395,10 +408,10 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
 
 void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t thread_id, int64_t scheduled) const {
   const Plan::Item& item = s->plan->items[index];
-  if (s->failed.load(std::memory_order_relaxed)) return;
-  if (s->deadline_ns && now_ns() > s->deadline_ns) {
-    s->fail(std::make_exception_ptr(DeadlineExceededError(
-        node_error_message(*item.node, "Timed out waiting for the step to finish (timeout_in_ms exceeded)"))));
+  if (s->failed.load(std::memory_order_relaxed) ||
+      (s->deadline_ns && now_ns() > s->deadline_ns && s->fail_deadline(*item.node))) {
+    // Skipped: what the caller frees next (this node's inputs) is stamped with the time now.
+    if (rec) rec->time_ns = StepClock::ticks();
     return;
   }
   constexpr int kInlineInputs = 16;
@@ -451,7 +464,6 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
     r.end = end;
     if (scheduled >= 0) r.scheduled = scheduled;
     r.bytes_in_use_at_end = allocator->bytes_in_use();
-    r.step_id = s->step_id;
     r.thread_id = thread_id;
     rec->log->nodes.push_back(index);
     r.missing_outputs = 0;
@@ -486,7 +498,7 @@ void Executor::process(RunState* s, int first) const {
   if (s->trace) {
     recording.emplace(s->recorder);
     rec = &recording->scope();
-    rec->time_ns = StepClock::ticks();  // for anything freed before this thread's first node
+    rec->time_ns = s->start_ticks;  // until the first node sets it (nothing is freed before)
     thread_id = current_thread_id();
   }
   const bool threaded = pool_ != nullptr;
@@ -558,8 +570,8 @@ void Executor::process(RunState* s, int first) const {
 struct StepStatsBuilder {
   // Before the step: room for the output descriptions, written while the nodes run.
   static NodeOutput* begin(StepStats& stats, size_t num_slots, StepClock::Point start);
-  static void finish(const Executor::Plan& plan, StepBuffers& buf, AllocationRecorder& recorder, int64_t step_id,
-                     const StepClock& clock, StepStats& stats);
+  static void finish(const Executor::Plan& plan, StepBuffers& buf, AllocationRecorder& recorder, const StepClock& clock,
+                     StepStats& stats);
 };
 
 std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -607,6 +619,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.recorder = AllocationRecorder::acquire();
     stats = &metadata->step_stats;
     start = StepClock::Point::now();
+    s.start_ticks = start.ticks;
     s.output_descriptions = StepStatsBuilder::begin(*stats, static_cast<size_t>(plan->num_slots), start);
   }
 
@@ -638,7 +651,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
 
   if (s.trace) {
     s.recorder->close();
-    StepStatsBuilder::finish(*plan, *buf, *s.recorder, s.step_id, StepClock(start, StepClock::Point::now()), *stats);
+    StepStatsBuilder::finish(*plan, *buf, *s.recorder, StepClock(start, StepClock::Point::now()), *stats);
     s.recorder->recycle();
   }
   if (metadata && options.output_partition_graphs) {
@@ -677,7 +690,7 @@ NodeOutput* StepStatsBuilder::begin(StepStats& stats, size_t num_slots, StepCloc
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, AllocationRecorder& recorder,
-                              int64_t step_id, const StepClock& clock, StepStats& stats) {
+                              const StepClock& clock, StepStats& stats) {
   const int n = static_cast<int>(plan.items.size());
   const NodeRecord* records = buf.records.get();
   const auto& names = plan.names();
@@ -729,8 +742,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
   const size_t num_events = static_cast<size_t>(cursor[n]);
   auto& allocation_records = stats.records_;
   allocation_records.resize(num_events);
-  buf.placed.resize(one_allocator ? 0 : num_events);
-  const AllocationEvent** source = buf.placed.data();
+  buf.sources.resize(one_allocator ? 0 : num_events);
+  const AllocationEvent** source = buf.sources.data();
   auto place = [&](const AllocationRecorder::ThreadLog& log, bool ticks) {
     for (const AllocationEvent& e : log.events) {
       if (static_cast<uint32_t>(e.node) >= static_cast<uint32_t>(n)) continue;
@@ -751,7 +764,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
     devices[0].node_stats.reserve(order.size());
   } else {
     std::vector<size_t> per_device(devices.size());
-    for (int32_t p : order) per_device[plan.items[p].device]++;
+    for (int32_t p : order) per_device[names[p].device]++;
     for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
   // One memory entry per node with events (more only for nodes using several allocators).
@@ -772,14 +785,13 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
   for (int32_t p : order) {
     // The arrays written here are too big to stay in cache between steps: ask for the lines
     // a few nodes ahead.
-    const auto& ahead = devices[plan.items[p].device].node_stats;
+    const auto& item = names[p];
+    const auto& ahead = devices[item.device].node_stats;
     const char* line = reinterpret_cast<const char*>(ahead.data() + ahead.size() + 6);
     for (size_t b = 0; b < sizeof(NodeExecStats); b += 64) __builtin_prefetch(line + b, 1);
     __builtin_prefetch(reinterpret_cast<const char*>(memory.data() + memory.size() + 8), 1);
 
     const NodeRecord& r = records[p];
-    if (r.step_id != step_id) continue;  // cannot happen: listed nodes wrote their record
-    const auto& item = plan.items[p];
     const int64_t start_ns = clock.ns(r.start);
     const int64_t duration = clock.ns(r.end) - start_ns;
 
@@ -847,8 +859,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
     }
 
     devices[item.device].node_stats.push_back({
-        .node_name = names[p].name,
-        .op_type = names[p].op_type,
+        .node_name = item.name,
+        .op_type = item.op_type,
         .node_id = item.node_id,
         .scheduled_ns = clock.ns(r.scheduled),
         .all_start_ns = start_ns,
@@ -857,7 +869,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
         .all_end_rel_ns = duration,
         .memory = {memory.data() + first_memory, memory.size() - first_memory},
         .output = node_outputs,
-        .timeline_label = names[p].timeline_label,
+        .timeline_label = item.timeline_label,
         .thread_id = r.thread_id,
     });
   }

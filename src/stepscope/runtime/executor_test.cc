@@ -601,6 +601,35 @@ TEST(Executor, ConcurrentTracedRuns) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A traced step that fails still describes what ran, the failing node without outputs.
+TEST(Executor, FullTraceOfAFailingStep) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+  auto a = add_one(s.with_op_name("a"), x);
+  auto bad = s.with_op_name("bad").add_node(fail_negative_op(), {a}, {}, CallSite::current())->output(0);
+  auto after = add_one(s.with_op_name("after"), bad);
+  Session sess(g, {.inter_op_threads = 1});
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  EXPECT_THROW(sess.run({{x, Tensor::from_vector<float>({-5, 1})}}, {after}, {}, opts, &md), InvalidArgumentError);
+  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  ASSERT_EQ(nodes.size(), 2u);  // `after` never ran
+  EXPECT_EQ(nodes[0].node_name, "a");
+  EXPECT_EQ(nodes[0].output.size(), 1u);
+  EXPECT_EQ(nodes[1].node_name, "bad");
+  EXPECT_TRUE(nodes[1].output.empty());
+  // a's output was freed when the step gave up: its records end with the free.
+  ASSERT_EQ(nodes[0].memory.size(), 1u);
+  EXPECT_EQ(nodes[0].memory[0].allocation_records.back().alloc_bytes, -8);
+  EXPECT_GE(nodes[0].memory[0].allocation_records.back().alloc_ns, nodes[0].all_start_ns);
+  // The session is still fine, and so is the next traced step.
+  auto ok = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {after}, {}, opts, &md);
+  EXPECT_EQ(ok[0].to_vector<float>(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 3u);
+}
+
 TEST(Executor, PlacedOnSeveralCpuDevices) {
   Graph g;
   Scope s(g);
