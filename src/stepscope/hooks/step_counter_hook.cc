@@ -1,7 +1,6 @@
 #include "stepscope/hooks/step_counter_hook.h"
 
 #include <cstdio>
-#include <iostream>
 
 #include "stepscope/train/variables.h"
 
@@ -13,14 +12,6 @@ StepCounterHookOptions validated(StepCounterHookOptions options) {
   if (options.every_n_steps.has_value() == options.every_n_secs.has_value())
     throw InvalidArgumentError("exactly one of every_n_steps and every_n_secs should be provided.");
   return options;
-}
-
-void log_line(const std::function<void(const std::string&)>& sink, const char* severity, const std::string& line) {
-  if (sink) {
-    sink(line);
-  } else {
-    std::cerr << (std::string(severity) + ": " + line + "\n") << std::flush;
-  }
 }
 
 int64_t step_value(const Tensor& t) {
@@ -73,7 +64,7 @@ void StepCounterHook::after_run(SessionRunContext& run_context, const SessionRun
         if (writer_) writer_->add_scalar(summary_tag_, static_cast<float>(steps_per_sec), global_step);
         char value[32];
         std::snprintf(value, sizeof(value), "%g", steps_per_sec);
-        log_line(options_.log.info, "INFO", summary_tag_ + ": " + value);
+        options_.log.log_info(summary_tag_ + ": " + value);
       }
     }
   }
@@ -83,12 +74,12 @@ void StepCounterHook::after_run(SessionRunContext& run_context, const SessionRun
     // Some optimizers (e.g. synchronous replicas on workers) do not increase it on every run by
     // design, hence only the first few times.
     ++not_increased_warnings_;
-    log_line(options_.log.warning, "WARNING",
-             "It seems that global step (get_global_step) has not been increased. Current value (could be "
-             "stable): " +
-                 std::to_string(stale_global_step) + " vs previous value: " + std::to_string(*last_global_step_) +
-                 ". You could increase the global step by passing get_global_step() to "
-                 "Optimizer::apply_gradients or Optimizer::minimize.");
+    options_.log.log_warning(
+        "It seems that global step (get_global_step) has not been increased. Current value (could be "
+        "stable): " +
+        std::to_string(stale_global_step) + " vs previous value: " + std::to_string(*last_global_step_) +
+        ". You could increase the global step by passing get_global_step() to "
+        "Optimizer::apply_gradients or Optimizer::minimize.");
   }
   last_global_step_ = stale_global_step;
 }

@@ -19,23 +19,16 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "stepscope/hooks/hook_logging.h"
 #include "stepscope/hooks/session_run_hook.h"
 #include "stepscope/hooks/timer.h"
 #include "stepscope/train/summary_writer.h"
 
 namespace stepscope {
-
-// Where StepCounterHook's lines go. An empty sink writes "INFO: <line>" / "WARNING: <line>" to
-// stderr, as tf.logging does.
-struct StepCounterLog {
-  std::function<void(const std::string&)> info = {};     // "global_step/sec: 42.5"
-  std::function<void(const std::string&)> warning = {};  // "It seems that global step ... has not been increased ..."
-};
 
 struct StepCounterHookOptions {
   std::optional<int64_t> every_n_steps = 100;  // std::nullopt to use every_n_secs
@@ -48,7 +41,8 @@ struct StepCounterHookOptions {
   // steps per call).
   int64_t steps_per_run = 1;
   const Clock* clock = nullptr;  // null: the steady clock
-  StepCounterLog log = {};
+  // info: "global_step/sec: 42.5"; warning: "It seems that global step ... has not been increased ...".
+  HookLog log = {};
 };
 
 class StepCounterHook : public SessionRunHook {

@@ -50,8 +50,8 @@ struct Fixture {
   std::shared_ptr<SummaryWriter> writer = std::make_shared<SummaryWriter>(dir.path());
   FakeClock clock{kMockStartTime};
   std::vector<std::string> infos, warnings;
-  StepCounterLog log{[this](const std::string& s) { infos.push_back(s); },
-                     [this](const std::string& s) { warnings.push_back(s); }};
+  HookLog log{.info = [this](const std::string& s) { infos.push_back(s); },
+              .warning = [this](const std::string& s) { warnings.push_back(s); }};
 };
 
 template <typename E, typename F>
