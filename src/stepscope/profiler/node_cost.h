@@ -1,0 +1,40 @@
+// What a node cost in one traced step, computed after the step from the graph and its
+// StepStats: the shapes each node's inputs and outputs actually had (a batch dimension left
+// unknown in the graph is known in the step), and the float ops of the node's FLOP rule on them.
+// The timeline's args and tfprof's float_ops both use it, so they always agree.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "stepscope/core/shape.h"
+
+namespace stepscope {
+
+class Graph;
+class Node;
+class StepStats;
+
+class RunShapes {
+ public:
+  // Shapes the step recorded for each node's outputs; where it recorded none (a node that did
+  // not run, a fed placeholder), the graph's inferred shapes.
+  RunShapes(const Graph& graph, const StepStats& step);
+
+  std::span<const Shape> outputs(const Node& node) const;
+  // The shapes of the node's data inputs, in input order: each producer's output shape.
+  std::vector<Shape> inputs(const Node& node) const;
+  // Whether the step recorded the node's outputs (i.e. it ran in the step).
+  bool ran(const Node& node) const;
+
+ private:
+  std::vector<std::vector<Shape>> outputs_;  // by node id
+  std::vector<bool> ran_;
+};
+
+// The node's op FLOP rule on the run's shapes; 0 for ops without one and for shapes still
+// unknown.
+int64_t node_float_ops(const Node& node, const RunShapes& shapes);
+
+}  // namespace stepscope

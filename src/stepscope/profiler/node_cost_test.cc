@@ -1,0 +1,52 @@
+#include "stepscope/profiler/node_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "stepscope/ops/all_ops.h"
+#include "stepscope/runtime/session.h"
+
+namespace stepscope {
+namespace {
+
+RunMetadata traced_run(Session& session, const std::vector<Output>& fetches, const FeedList& feeds = {}) {
+  RunOptions options;
+  options.trace_level = TraceLevel::kFullTrace;
+  RunMetadata metadata;
+  session.run(feeds, fetches, {}, options, &metadata);
+  return metadata;
+}
+
+TEST(NodeCost, FloatOpsUseTheShapesTheStepHad) {
+  Graph graph;
+  Scope root(graph);
+  // The row count is unknown in the graph (a reshape of a computed shape) and 4 in the step.
+  Output a = constant(root, std::vector<float>(12, 1.0f), Shape{12});
+  Output rows = reshape(root, a, constant(root, std::vector<int32_t>{4, 3}, Shape{2}));
+  Output product = matmul(root, rows, constant(root, std::vector<float>(6, 1.0f), Shape{3, 2}));
+  Output unused = matmul(root, product, constant(root, std::vector<float>(4, 1.0f), Shape{2, 2}));
+  Session session(graph);
+  const RunMetadata metadata = traced_run(session, {product});
+  const RunShapes shapes(graph, metadata.step_stats);
+
+  EXPECT_TRUE(shapes.ran(*product.node));
+  EXPECT_EQ(shapes.outputs(*product.node)[0], (Shape{4, 2}));
+  EXPECT_EQ(shapes.inputs(*product.node)[0], (Shape{4, 3}));
+  EXPECT_EQ(node_float_ops(*product.node, shapes), 2 * 4 * 2 * 3);
+
+  EXPECT_FALSE(shapes.ran(*unused.node));
+  EXPECT_EQ(shapes.outputs(*unused.node)[0], unused.shape());
+  EXPECT_EQ(node_float_ops(*rows.node, shapes), 0);  // Reshape moves data, computes nothing
+}
+
+TEST(NodeCost, UnknownShapesCountNoFloatOps) {
+  Graph graph;
+  Scope root(graph);
+  Output x = placeholder(root, DType::kFloat32, Shape{-1, 3});
+  Output product = matmul(root, x, constant(root, std::vector<float>(6, 1.0f), Shape{3, 2}));
+  const RunShapes shapes(graph, StepStats{});
+  EXPECT_FALSE(shapes.ran(*product.node));
+  EXPECT_EQ(node_float_ops(*product.node, shapes), 0);
+}
+
+}  // namespace
+}  // namespace stepscope
