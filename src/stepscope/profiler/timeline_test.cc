@@ -164,13 +164,27 @@ StepStats hand_built_step() {
   n.push_back(node_stats("b", "b = Mul(x, x)", 1'000'700, 500));      // [700, 1200): overlaps a
   n.push_back(node_stats("c", "c = AddN(a, b)", 1'001'600, 300));     // [1600, 1900): a ends at 1600
   n.push_back(node_stats("d", "d = Identity(c)", 1'001'901, 99));     // [1901, 2000)
+  // Each allocates its 8-byte output when it starts; it is freed when its last reader ends.
+  const int64_t freed[] = {1'001'200, 1'001'900, 1'001'900, 1'002'000, -1};
   uint32_t tid = 7;
   NodeOutput out;
   out.tensor_description.shape = Shape{2};
   out.tensor_description.allocation_description.requested_bytes = 8;
-  for (auto& ns : n) {
+  out.tensor_description.allocation_description.allocator_name = "cpu";
+  for (size_t i = 0; i < n.size(); ++i) {
+    NodeExecStats& ns = n[i];
     ns.thread_id = tid++;
+    out.tensor_description.allocation_description.allocation_id = static_cast<int64_t>(i + 1);
     ns.output = st.store_outputs(std::span(&out, 1));
+    std::vector<AllocationRecord> records{{ns.all_start_ns, 8}};
+    if (freed[i] > 0) records.push_back({freed[i], -8});
+    const AllocatorMemoryUsed m{.allocator_name = "cpu",
+                                .total_bytes = 8,
+                                .peak_bytes = 8,
+                                .live_bytes = freed[i] > 0 ? 0 : 8,
+                                .allocation_records = st.store_records(records),
+                                .allocator_bytes_in_use = 8};
+    ns.memory = st.store_memory(std::span(&m, 1));
   }
   return st;
 }

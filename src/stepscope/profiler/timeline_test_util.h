@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "stepscope/profiler/trace_validator.h"
 #include "stepscope/runtime/session.h"
 
 namespace stepscope::testing {
@@ -22,11 +23,13 @@ inline RunMetadata traced_run(Session& session, const std::vector<Output>& fetch
 }
 
 // Parses a trace and checks what TensorFlow's _validateTrace checks (it parses, has
-// traceEvents, every event has ph).
+// traceEvents, every event has ph), and that validate_chrome_trace finds no problem at all.
 inline nlohmann::json validated(const std::string& trace) {
   nlohmann::json j = nlohmann::json::parse(trace);
   EXPECT_TRUE(j.contains("traceEvents"));
   for (const auto& e : j["traceEvents"]) EXPECT_TRUE(e.contains("ph")) << e.dump();
+  for (const TraceProblem& p : validate_chrome_trace(trace))
+    ADD_FAILURE() << (p.warning ? "warning " : "error ") << p.rule << ": " << p.message;
   return j;
 }
 
