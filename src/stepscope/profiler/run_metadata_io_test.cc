@@ -11,8 +11,6 @@
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/profiler/timeline_test_util.h"
 #include "stepscope/profiler/trace_file.h"
-#include "stepscope/train/layers.h"
-#include "stepscope/train/optimizer.h"
 
 namespace stepscope {
 namespace {
@@ -85,31 +83,8 @@ void expect_same(const StepStats& a, const StepStats& b) {
   }
 }
 
-// A traced training step of a small MLP (several threads, many ops, real allocations).
-RunMetadata traced_training_step() {
-  Graph g;
-  Scope root(g);
-  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
-  Output y = placeholder(root.with_op_name("y"), DType::kInt64, Shape{-1});
-  Output h = nn::dense(root.with_name_scope("dense"), x, 16, nn::Activation::relu, {.seed = 1});
-  Output logits = nn::dense(root.with_name_scope("dense"), h, 3, nn::Activation::none, {.seed = 2});
-  Output loss = reduce_mean(root, sparse_softmax_cross_entropy_with_logits(root, y, logits));
-  Node* train = GradientDescentOptimizer(0.1).minimize(root, loss);
-  Session session(g, {.inter_op_threads = 2});
-  session.run(global_variables_initializer(root));
-  Tensor xs(DType::kFloat32, Shape{4, 8}), ys(DType::kInt64, Shape{4});
-  for (float& v : xs.flat<float>()) v = 0.5f;
-  for (int64_t& v : ys.flat<int64_t>()) v = 1;
-  RunOptions options;
-  options.trace_level = TraceLevel::kFullTrace;
-  options.output_partition_graphs = true;
-  RunMetadata md;
-  session.run({{x, xs}, {y, ys}}, {loss}, {train}, options, &md);
-  return md;
-}
-
 TEST(RunMetadataIo, RealTracedStepRoundTripsEveryField) {
-  const RunMetadata md = traced_training_step();
+  const RunMetadata md = testing::traced_training_step();
   ASSERT_GT(md.step_stats.dev_stats.at(0).node_stats.size(), 10u);
   ASSERT_GT(md.step_stats.num_stored_records(), 0u);
   const RunMetadata back = parse_run_metadata(serialize_run_metadata(md));
@@ -254,7 +229,7 @@ class RunMetadataFileTest : public ::testing::Test {
 };
 
 TEST_F(RunMetadataFileTest, SaveAndLoadPlainAndGzipped) {
-  const RunMetadata md = traced_training_step();
+  const RunMetadata md = testing::traced_training_step();
   for (const char* name : {"run_metadata.pb", "run_metadata.pb.gz"}) {
     save_run_metadata(dir_ / name, md);
     expect_same(md.step_stats, load_run_metadata(dir_ / name).step_stats);
@@ -264,7 +239,7 @@ TEST_F(RunMetadataFileTest, SaveAndLoadPlainAndGzipped) {
 }
 
 TEST_F(RunMetadataFileTest, TruncatedFileIsDataLossNamingTheFileAndTheField) {
-  const std::string bytes = serialize_run_metadata(traced_training_step());
+  const std::string bytes = serialize_run_metadata(testing::traced_training_step());
   const fs::path path = dir_ / "truncated.pb";
   write_file_atomically(path, bytes.substr(0, bytes.size() / 2));
   try {
