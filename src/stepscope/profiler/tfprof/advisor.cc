@@ -61,8 +61,10 @@ class AcceleratorUtilizationChecker : public AdviceChecker {
       if (!latest[i] || node.device < 0 || !tfprof::is_placed_on_accelerator(model.devices[node.device])) continue;
       ExecStats& s = by_device[model.devices[node.device]];
       const tfprof::NodeStep& r = *latest[i];
-      if (s.start_micros == 0) s.start_micros = r.all_start_micros;
-      else if (r.all_start_micros != 0) s.start_micros = std::min(s.start_micros, r.all_start_micros);
+      if (s.start_micros == 0)
+        s.start_micros = r.all_start_micros;
+      else if (r.all_start_micros != 0)
+        s.start_micros = std::min(s.start_micros, r.all_start_micros);
       s.end_micros = std::max(s.end_micros, r.latest_end_micros);
       s.exec_micros += r.accelerator_micros;
     }
@@ -71,9 +73,9 @@ class AcceleratorUtilizationChecker : public AdviceChecker {
       const int64_t total = s.end_micros - s.start_micros;
       if (total <= 0) continue;
       const double utilization = 1.0 * s.exec_micros / total;
-      reports.push_back(printf_string(utilization >= 0.5 ? "device: %s utilization: %.2f"
-                                                         : "device: %s low utilization: %.2f",
-                                      device.c_str(), utilization));
+      reports.push_back(
+          printf_string(utilization >= 0.5 ? "device: %s utilization: %.2f" : "device: %s low utilization: %.2f",
+                        device.c_str(), utilization));
     }
     return reports;
   }
@@ -131,11 +133,10 @@ class ExpensiveOperationChecker : public AdviceChecker {
     const MultiGraphNodeProto* node = &root;
     for (int i = 0; i < 3 && !node->children.empty(); ++i) {
       node = &node->children[0];
-      lines.push_back(printf_string("top %d operation type: %s, cpu: %s, accelerator: %s, total: %s (%.2f%%)", i + 1,
-                                    node->name.c_str(), format_time(node->cpu_exec_micros).c_str(),
-                                    format_time(node->accelerator_exec_micros).c_str(),
-                                    format_time(node->exec_micros).c_str(),
-                                    100.0 * node->exec_micros / (root.total_exec_micros + 1e-10)));
+      lines.push_back(printf_string(
+          "top %d operation type: %s, cpu: %s, accelerator: %s, total: %s (%.2f%%)", i + 1, node->name.c_str(),
+          format_time(node->cpu_exec_micros).c_str(), format_time(node->accelerator_exec_micros).c_str(),
+          format_time(node->exec_micros).c_str(), 100.0 * node->exec_micros / (root.total_exec_micros + 1e-10)));
     }
     reports.push_back(join_lines(lines));
   }
@@ -147,11 +148,10 @@ class ExpensiveOperationChecker : public AdviceChecker {
     std::vector<std::string> lines;
     for (size_t i = 0; i < 3 && i < root.children.size(); ++i) {
       const GraphNodeProto& node = root.children[i];
-      lines.push_back(printf_string("top %d graph node: %s, cpu: %s, accelerator: %s, total: %s",
-                                    static_cast<int>(i + 1), node.name.c_str(),
-                                    format_time(node.cpu_exec_micros).c_str(),
-                                    format_time(node.accelerator_exec_micros).c_str(),
-                                    format_time(node.exec_micros).c_str()));
+      lines.push_back(
+          printf_string("top %d graph node: %s, cpu: %s, accelerator: %s, total: %s", static_cast<int>(i + 1),
+                        node.name.c_str(), format_time(node.cpu_exec_micros).c_str(),
+                        format_time(node.accelerator_exec_micros).c_str(), format_time(node.exec_micros).c_str()));
     }
     reports.push_back(join_lines(lines));
   }

@@ -38,9 +38,12 @@ std::string bare_function_name(std::string_view f) {
   size_t begin = 0;
   for (size_t i = 0; i < head.size(); ++i) {
     const char c = head[i];
-    if (c == '<') ++depth;
-    else if (c == '>') --depth;
-    else if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < head.size() && head[i + 1] == ':'))) begin = i + 1;
+    if (c == '<')
+      ++depth;
+    else if (c == '>')
+      --depth;
+    else if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < head.size() && head[i + 1] == ':')))
+      begin = i + 1;
   }
   head = head.substr(begin);
   while (!head.empty() && head.front() == ':') head.remove_prefix(1);
@@ -74,8 +77,8 @@ struct CodeQuery {
     for (int32_t e : roots) {
       reset_totals(protos[e]);
       std::vector<int32_t> kept_children = account_lines(tree.entries[e].children);
-      account[e] = snapshot_multi_node(protos[e], extras[e], tree.entries[e].name, tree.entries[e].nodes, model,
-                                       stats, o.account);
+      account[e] = snapshot_multi_node(protos[e], extras[e], tree.entries[e].name, tree.entries[e].nodes, model, stats,
+                                       o.account);
       if (account[e] || !kept_children.empty()) {
         show_children[e].clear();
         reset_totals(protos[e]);

@@ -22,8 +22,7 @@ TEST(CodeTraceName, FunctionNamesFromCompilerSignatures) {
             "model.cc:7:dense");
   EXPECT_EQ(code_trace_name({"a.cc", 1, "int main()"}), "a.cc:1:main");
   EXPECT_EQ(code_trace_name({"a.cc", 2, "main()::<lambda()>"}), "a.cc:2:<lambda>");
-  EXPECT_EQ(code_trace_name({"a.cc", 3, "std::vector<int, std::allocator<int> > make_list(int)"}),
-            "a.cc:3:make_list");
+  EXPECT_EQ(code_trace_name({"a.cc", 3, "std::vector<int, std::allocator<int> > make_list(int)"}), "a.cc:3:make_list");
   EXPECT_EQ(code_trace_name({"a.cc", 4, "void {anonymous}::Fixture_Case_Test::TestBody()"}), "a.cc:4:TestBody");
   EXPECT_EQ(code_trace_name({"a.cc", 5, "(anonymous namespace)::helper(int)"}), "a.cc:5:helper");
   // 20 characters or more: cut to 17 and "...".
@@ -60,8 +59,8 @@ TEST_F(CodeViewTest, LinesAndGradients) {
   std::ostringstream log;
   profiler.set_log(&log);
   profiler.add_step(3, md_);
-  auto o = ProfileOptionBuilder().with_empty_output().order_by("micros").select({"micros", "params", "float_ops"})
-               .build();
+  auto o =
+      ProfileOptionBuilder().with_empty_output().order_by("micros").select({"micros", "params", "float_ops"}).build();
   MultiGraphProfile p = profiler.profile_code(o);
   EXPECT_EQ(p.text,
             "node name | total execution time | accelerator execution time | cpu execution time | # parameters | "

@@ -86,12 +86,18 @@ std::string query_doc(std::string_view cmd, uint32_t select) {
   std::string_view cmd_help;
   std::string unknown;
   // TensorFlow prints the scope help for the graph view too (a slip); the graph's own is used here.
-  if (cmd == "scope") cmd_help = kScopeHelp;
-  else if (cmd == "graph") cmd_help = kGraphHelp;
-  else if (cmd == "code") cmd_help = kCodeHelp;
-  else if (cmd == "op") cmd_help = kOpHelp;
-  else if (cmd == "advise") cmd_help = kAdviseHelp;
-  else cmd_help = unknown = "Unknown command: " + std::string(cmd);
+  if (cmd == "scope")
+    cmd_help = kScopeHelp;
+  else if (cmd == "graph")
+    cmd_help = kGraphHelp;
+  else if (cmd == "code")
+    cmd_help = kCodeHelp;
+  else if (cmd == "op")
+    cmd_help = kOpHelp;
+  else if (cmd == "advise")
+    cmd_help = kAdviseHelp;
+  else
+    cmd_help = unknown = "Unknown command: " + std::string(cmd);
 
   // TensorFlow keeps select in a std::set: the helps come in alphabetical order of the names.
   struct Help {
@@ -118,23 +124,49 @@ std::string query_doc(std::string_view cmd, uint32_t select) {
   for (const Help& h : kAlphabetical) {
     if (!((select >> static_cast<int>(h.field)) & 1u)) continue;
     switch (h.field) {
-      case Field::kBytes: helps.emplace_back(kBytesHelp); break;
+      case Field::kBytes:
+        helps.emplace_back(kBytesHelp);
+        break;
       case Field::kMicros:
         helps.push_back(std::string(kTotalMicrosHelp) + "\n" + std::string(kCpuHelp) + "\n" +
                         std::string(kAccMicrosHelp));
         break;
-      case Field::kParams: helps.emplace_back(kParamsHelp); break;
-      case Field::kFloatOps: helps.emplace_back(kFloatOpsHelp); break;
-      case Field::kTensorValue: helps.emplace_back(kTensorValueHelp); break;
-      case Field::kDevice: helps.emplace_back(kDeviceHelp); break;
-      case Field::kOpTypes: helps.emplace_back(kOpTypesHelp); break;
-      case Field::kOccurrence: helps.emplace_back(kOccurrenceHelp); break;
-      case Field::kInputShapes: helps.emplace_back(kInputShapesHelp); break;
-      case Field::kAcceleratorMicros: helps.emplace_back(kAccMicrosHelp); break;
-      case Field::kCpuMicros: helps.emplace_back(kCpuHelp); break;
-      case Field::kPeakBytes: helps.emplace_back(kPeakBytesHelp); break;
-      case Field::kResidualBytes: helps.emplace_back(kResidualBytesHelp); break;
-      case Field::kOutputBytes: helps.emplace_back(kOutputBytesHelp); break;
+      case Field::kParams:
+        helps.emplace_back(kParamsHelp);
+        break;
+      case Field::kFloatOps:
+        helps.emplace_back(kFloatOpsHelp);
+        break;
+      case Field::kTensorValue:
+        helps.emplace_back(kTensorValueHelp);
+        break;
+      case Field::kDevice:
+        helps.emplace_back(kDeviceHelp);
+        break;
+      case Field::kOpTypes:
+        helps.emplace_back(kOpTypesHelp);
+        break;
+      case Field::kOccurrence:
+        helps.emplace_back(kOccurrenceHelp);
+        break;
+      case Field::kInputShapes:
+        helps.emplace_back(kInputShapesHelp);
+        break;
+      case Field::kAcceleratorMicros:
+        helps.emplace_back(kAccMicrosHelp);
+        break;
+      case Field::kCpuMicros:
+        helps.emplace_back(kCpuHelp);
+        break;
+      case Field::kPeakBytes:
+        helps.emplace_back(kPeakBytesHelp);
+        break;
+      case Field::kResidualBytes:
+        helps.emplace_back(kResidualBytesHelp);
+        break;
+      case Field::kOutputBytes:
+        helps.emplace_back(kOutputBytesHelp);
+        break;
     }
   }
   std::string doc = "\nDoc:\n";

@@ -56,7 +56,7 @@ std::string format_input_shapes(const MultiGraphNodeProto& p) {
   }
   if (by_signature.empty()) return "";
   std::vector<std::pair<std::string, std::tuple<int64_t, int64_t, int64_t>>> rows(by_signature.begin(),
-                                                                                   by_signature.end());
+                                                                                  by_signature.end());
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return std::get<1>(a.second) > std::get<1>(b.second); });
   std::vector<std::string> lines;
@@ -71,14 +71,16 @@ std::string format_row(const MultiGraphNodeProto& n, const MultiExtra& extra, co
   std::vector<std::string> attrs;
   if (o.has(Field::kBytes))
     attrs.push_back(memory_percent(n.total_requested_bytes, root.total_requested_bytes, n.requested_bytes));
-  if (o.has(Field::kPeakBytes)) attrs.push_back(memory_percent(n.total_peak_bytes, root.total_peak_bytes, n.peak_bytes));
+  if (o.has(Field::kPeakBytes))
+    attrs.push_back(memory_percent(n.total_peak_bytes, root.total_peak_bytes, n.peak_bytes));
   if (o.has(Field::kResidualBytes))
     attrs.push_back(memory_percent(n.total_residual_bytes, root.total_residual_bytes, n.residual_bytes));
   if (o.has(Field::kOutputBytes))
     attrs.push_back(memory_percent(n.total_output_bytes, root.total_output_bytes, n.output_bytes));
   const bool micros = o.has(Field::kMicros);
   if (micros)
-    attrs.push_back(total_percent(format_time(n.exec_micros), n.exec_micros, n.total_exec_micros, root.total_exec_micros));
+    attrs.push_back(
+        total_percent(format_time(n.exec_micros), n.exec_micros, n.total_exec_micros, root.total_exec_micros));
   if (micros || o.has(Field::kAcceleratorMicros))
     attrs.push_back(total_percent(format_time(n.accelerator_exec_micros), n.accelerator_exec_micros,
                                   n.total_accelerator_exec_micros, root.total_accelerator_exec_micros));
@@ -89,9 +91,10 @@ std::string format_row(const MultiGraphNodeProto& n, const MultiExtra& extra, co
     attrs.push_back(total_percent(format_number(n.parameters) + " params", n.parameters, n.total_parameters,
                                   root.total_parameters));
   if (o.has(Field::kFloatOps))
-    attrs.push_back(total_percent(format_number(n.float_ops) + " float_ops", n.float_ops, n.total_float_ops,
-                                  root.total_float_ops));
-  if (o.has(Field::kDevice)) attrs.push_back(join(std::vector<std::string>(extra.devices.begin(), extra.devices.end()), "|"));
+    attrs.push_back(
+        total_percent(format_number(n.float_ops) + " float_ops", n.float_ops, n.total_float_ops, root.total_float_ops));
+  if (o.has(Field::kDevice))
+    attrs.push_back(join(std::vector<std::string>(extra.devices.begin(), extra.devices.end()), "|"));
   if (o.has(Field::kOpTypes))
     attrs.push_back(join(std::vector<std::string>(extra.op_types.begin(), extra.op_types.end()), "|"));
   if (o.has(Field::kOccurrence)) {
@@ -141,7 +144,8 @@ MultiViewResult show_op(const OpGroups& groups, const ProfileModel& model, const
   std::vector<char> account(n);
   std::vector<int32_t> order(n);
   for (size_t g = 0; g < n; ++g) {
-    account[g] = snapshot_multi_node(protos[g], extras[g], groups.op_types[g], groups.nodes[g], model, stats, o.account);
+    account[g] =
+        snapshot_multi_node(protos[g], extras[g], groups.op_types[g], groups.nodes[g], model, stats, o.account);
     reset_totals(protos[g]);
     add_self_to_totals(protos[g]);
     order[g] = static_cast<int32_t>(g);

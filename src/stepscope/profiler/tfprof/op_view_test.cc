@@ -86,11 +86,10 @@ TEST_F(OpViewTest, Layout) {
             "node name | total execution time | accelerator execution time | cpu execution time | op occurrence "
             "(run|defined)\n" +
                 ("Conv2D" + pad(19)) + pad(6) + "4.89ms (100.00%, 99.69%), " + pad(6) + "404us (100.00%, 100.00%), " +
-                pad(6) + "4.49ms (100.00%, 99.67%), " + pad(7) + "2|2\n" +
-                ("VariableV2" + pad(15)) + pad(11) + "13us (0.31%, 0.27%), " + pad(12) + "0us (0.00%, 0.00%), " +
-                pad(11) + "13us (0.33%, 0.29%), " + pad(7) + "2|3\n" +
-                ("Const" + pad(20)) + pad(12) + "2us (0.04%, 0.04%), " + pad(12) + "0us (0.00%, 0.00%), " + pad(12) +
-                "2us (0.04%, 0.04%), " + pad(6) + "1|10\n");
+                pad(6) + "4.49ms (100.00%, 99.67%), " + pad(7) + "2|2\n" + ("VariableV2" + pad(15)) + pad(11) +
+                "13us (0.31%, 0.27%), " + pad(12) + "0us (0.00%, 0.00%), " + pad(11) + "13us (0.33%, 0.29%), " +
+                pad(7) + "2|3\n" + ("Const" + pad(20)) + pad(12) + "2us (0.04%, 0.04%), " + pad(12) +
+                "0us (0.00%, 0.00%), " + pad(12) + "2us (0.04%, 0.04%), " + pad(6) + "1|10\n");
 }
 
 TEST_F(OpViewTest, RowsFormAChain) {
@@ -121,14 +120,15 @@ TEST_F(OpViewTest, Options) {
   auto rows = [&](const ProfileOptions& o) {
     std::vector<std::string> out;
     MultiGraphProfile p = profiler_.profile_operations(o);
-    for (const MultiGraphNodeProto* n = &p.root; !n->children.empty(); n = &n->children[0]) out.push_back(n->children[0].name);
+    for (const MultiGraphNodeProto* n = &p.root; !n->children.empty(); n = &n->children[0])
+      out.push_back(n->children[0].name);
     return out;
   };
   using V = std::vector<std::string>;
   auto o = op_options("micros", {"micros"});
   o.max_depth = 100;
-  EXPECT_EQ(rows(o), (V{"Conv2D", "VariableV2", "Const", "Add", "Assign", "Identity", "Mul", "NoOp",
-                        "RandomStandardNormal"}));
+  EXPECT_EQ(rows(o),
+            (V{"Conv2D", "VariableV2", "Const", "Add", "Assign", "Identity", "Mul", "NoOp", "RandomStandardNormal"}));
   // max_depth counts rows from 0.
   o.max_depth = 0;
   EXPECT_EQ(rows(o), (V{"Conv2D"}));
@@ -156,8 +156,8 @@ TEST_F(OpViewTest, Options) {
   o = op_options("name", {"micros"});
   o.min_micros = 3;
   o.max_depth = 100;
-  EXPECT_EQ(rows(o), (V{"Add", "Assign", "Const", "Conv2D", "Identity", "Mul", "NoOp", "RandomStandardNormal",
-                        "VariableV2"}));
+  EXPECT_EQ(rows(o),
+            (V{"Add", "Assign", "Const", "Conv2D", "Identity", "Mul", "NoOp", "RandomStandardNormal", "VariableV2"}));
   o.order_by = "micros";
   EXPECT_EQ(rows(o), (V{"Conv2D", "VariableV2"}));
   // show and hide.

@@ -72,9 +72,9 @@ class ProfileOptionBuilder {
                                         std::optional<std::vector<std::string>> trim_name_regexes = std::nullopt);
 
   ProfileOptionBuilder& account_displayed_op_only(bool is_true);
-  ProfileOptionBuilder& with_empty_output();                         // "none"
-  ProfileOptionBuilder& with_stdout_output();                        // "stdout"
-  ProfileOptionBuilder& with_file_output(const std::string& outfile);  // "file:outfile=<outfile>"
+  ProfileOptionBuilder& with_empty_output();                                     // "none"
+  ProfileOptionBuilder& with_stdout_output();                                    // "stdout"
+  ProfileOptionBuilder& with_file_output(const std::string& outfile);            // "file:outfile=<outfile>"
   ProfileOptionBuilder& with_timeline_output(const std::string& timeline_file);  // "timeline:outfile=<f>"
   ProfileOptionBuilder& with_pprof_output(const std::string& pprof_file);        // "pprof:outfile=<f>"
   ProfileOptionBuilder& order_by(const std::string& attribute);

@@ -22,18 +22,17 @@ namespace stepscope {
 
 // The values of order_by, in TensorFlow's order (kOrderBy).
 inline constexpr std::array<std::string_view, 11> kProfileOrderBy = {
-    "name",         "bytes",  "peak_bytes",         "residual_bytes", "output_bytes", "micros",
-    "accelerator_micros", "cpu_micros", "params", "float_ops",      "occurrence"};
+    "name",       "bytes",  "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros",
+    "cpu_micros", "params", "float_ops",  "occurrence"};
 
 // The values of select, in TensorFlow's order (kShown; append-only).
 inline constexpr std::array<std::string_view, 14> kProfileSelect = {
-    "bytes",        "micros",     "params",         "float_ops",     "tensor_value",
-    "device",       "op_types",   "occurrence",     "input_shapes",  "accelerator_micros",
-    "cpu_micros",   "peak_bytes", "residual_bytes", "output_bytes"};
+    "bytes",      "micros",     "params",         "float_ops",    "tensor_value",
+    "device",     "op_types",   "occurrence",     "input_shapes", "accelerator_micros",
+    "cpu_micros", "peak_bytes", "residual_bytes", "output_bytes"};
 
 // The output types (kOutput): timeline:outfile=F, stdout, file:outfile=F, pprof:outfile=F, none.
-inline constexpr std::array<std::string_view, 5> kProfileOutputTypes = {"timeline", "stdout", "file", "pprof",
-                                                                        "none"};
+inline constexpr std::array<std::string_view, 5> kProfileOutputTypes = {"timeline", "stdout", "file", "pprof", "none"};
 
 struct ProfileOptions {
   int max_depth = 10;

@@ -1,5 +1,7 @@
 // ProfileOptions (defaults, ToString, validation with tfprof's error texts), ProfileOptionBuilder
 // (defaults, presets, setters) and tfprof's number formatting.
+#include "stepscope/profiler/tfprof/options.h"
+
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -8,7 +10,6 @@
 #include "stepscope/graph/graph.h"
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
-#include "stepscope/profiler/tfprof/options.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/view_options.h"
 

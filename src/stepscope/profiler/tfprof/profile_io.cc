@@ -1,12 +1,6 @@
 #include "stepscope/profiler/tfprof/profile_io.h"
 
-#include <unistd.h>
 #include <zlib.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 #include "stepscope/base/error.h"
 
@@ -115,19 +109,6 @@ std::string chunk(char tag, const std::string& payload) {
   out += payload;
   w.u32(static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size())));
   return out;
-}
-
-[[noreturn]] void throw_io_error(int err, const std::string& what) {
-  const std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT: throw NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS: throw PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT: throw ResourceExhaustedError(message);
-    default: throw UnknownError(message);
-  }
 }
 
 }  // namespace
@@ -336,7 +317,8 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
         if (r.varint() != num_steps) r.fail("step count mismatch");
         ended = true;
         break;
-      default: file.fail(std::string("unknown chunk '") + tag + "'");
+      default:
+        file.fail(std::string("unknown chunk '") + tag + "'");
     }
     if (!r.done()) r.fail(std::string("trailing bytes in chunk '") + tag + "'");
   }
@@ -344,41 +326,6 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
   if (!have_state) file.fail("no state chunk");
   model.recompute_derived();
   return model;
-}
-
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string target = path.string();
-  const std::string temp =
-      target + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
-  FILE* f = std::fopen(temp.c_str(), "wb");
-  if (!f) throw_io_error(errno, "cannot write '" + target + "'");
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed) {
-    const int err = written ? errno : write_errno;
-    std::remove(temp.c_str());
-    throw_io_error(err, "cannot write '" + target + "'");
-  }
-  if (std::rename(temp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    std::remove(temp.c_str());
-    throw_io_error(err, "cannot write '" + target + "'");
-  }
-}
-
-std::string read_whole_file(const std::filesystem::path& path) {
-  FILE* f = std::fopen(path.string().c_str(), "rb");
-  if (!f) throw_io_error(errno, "cannot read '" + path.string() + "'");
-  std::string data;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) data.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw_io_error(EIO, "cannot read '" + path.string() + "'");
-  return data;
 }
 
 }  // namespace stepscope::tfprof

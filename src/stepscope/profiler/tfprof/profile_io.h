@@ -29,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -51,11 +50,5 @@ std::string encode_end_chunk(size_t num_steps);
 // Parses a whole file; DataLossError "corrupt profile file '<path>': <what>" on anything
 // malformed (bad magic, unknown version, truncation, CRC mismatch, out-of-range indices).
 ProfileModel decode_profile(std::string_view bytes, const std::string& path);
-
-// Writes `contents` to a temporary file beside `path` and renames it over `path`. On failure
-// nothing at `path` changes and an Error naming the path is thrown.
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
-// NotFoundError naming the path when it cannot be read.
-std::string read_whole_file(const std::filesystem::path& path);
 
 }  // namespace stepscope::tfprof

@@ -115,7 +115,8 @@ void ProfileModel::sync_graph(const Graph& graph) {
     m.input_slots.clear();
     m.input_shapes.clear();
     for (const Output& in : node.inputs()) {
-      const int32_t producer = static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
+      const int32_t producer =
+          static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
       if (producer < 0) continue;
       m.inputs.push_back(producer);
       m.input_slots.push_back(in.index);

@@ -49,14 +49,14 @@ struct ModelNode {
   // Shape of each input (tfprof's vectors: scalar {1}, unknown {}), as the graph inferred it,
   // then as the latest step that ran the node saw it.
   std::vector<std::vector<int64_t>> input_shapes;
-  bool trainable = false;           // in the trainable variables collection
-  std::vector<int64_t> shape;       // a trainable variable's shape (scalar {1}); {} otherwise
-  int64_t parameters = 0;           // its number of elements
-  int64_t static_float_ops = 0;     // the FLOP rule on the graph's shapes (for nodes never run)
-  std::string data_format;          // the "data_format" attribute, if any
+  bool trainable = false;        // in the trainable variables collection
+  std::vector<int64_t> shape;    // a trainable variable's shape (scalar {1}); {} otherwise
+  int64_t parameters = 0;        // its number of elements
+  int64_t static_float_ops = 0;  // the FLOP rule on the graph's shapes (for nodes never run)
+  std::string data_format;       // the "data_format" attribute, if any
   // From the steps:
-  int32_t device = -1;              // canonical device: index into ProfileModel::devices
-  int32_t steps_run = 0;            // number of steps with a record of the node
+  int32_t device = -1;                // canonical device: index into ProfileModel::devices
+  int32_t steps_run = 0;              // number of steps with a record of the node
   std::vector<std::string> op_types;  // sorted: op, canonical device, "_trainable_variables"
 
   void update_op_types(const std::vector<std::string>& devices);

@@ -9,6 +9,8 @@
 #include "stepscope/profiler/tfprof/profile_io.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/views.h"
+#include "stepscope/profiler/timeline.h"
+#include "stepscope/profiler/trace_file.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
@@ -108,7 +110,7 @@ struct Profiler::Impl {
         if (to_stdout) {
           *out << prefix << result.text;
         } else if (type == "file") {
-          tfprof::write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
+          write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
         } else if (type == "pprof") {
           *log << "pprof output is not supported; use file or timeline output\n";
         } else if (type == "timeline") {
@@ -229,13 +231,14 @@ std::string Profiler::serialize_to_string() const {
 }
 
 void Profiler::save(const std::filesystem::path& path) const {
-  tfprof::write_file_atomically(path, serialize_to_string());
+  write_file_atomically(path, serialize_to_string(), /*gzip=*/path.extension() == ".gz");
 }
 
 Profiler Profiler::load(const std::filesystem::path& path) {
   Profiler p;
-  p.impl_->model = tfprof::decode_profile(tfprof::read_whole_file(path), path.string());
-  for (const auto& [step, data] : p.impl_->model.steps) p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
+  p.impl_->model = tfprof::decode_profile(read_file(path), path.string());
+  for (const auto& [step, data] : p.impl_->model.steps)
+    p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
   return p;
 }
 
@@ -290,8 +293,17 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
 
 void Profiler::Impl::write_timeline(const std::string& outfile, int64_t step,
                                     const std::vector<int32_t>& displayed) const {
-  *log << "timeline output is not available yet (" << outfile << "_" << step << ", " << displayed.size()
-       << " nodes)\n";
+  std::vector<char> only(model.nodes.size(), 0);
+  for (int32_t node : displayed) only[node] = 1;
+  const StepStats stats = step_stats(step, &only);
+  const std::string trace = Timeline(stats, graph).generate_chrome_trace_format(/*show_dataflow=*/true);
+  const std::string file = outfile + "_" + std::to_string(step);
+  write_file_atomically(file, trace);
+  *out << "\n******************************************************\n"
+       << "Timeline file is written to " << file
+       << ".\nOpen a Chrome browser, enter URL chrome://tracing and load the timeline file."
+       << "\n******************************************************\n";
+  out->flush();
 }
 
 }  // namespace stepscope

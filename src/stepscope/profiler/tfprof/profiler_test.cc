@@ -11,6 +11,8 @@
 #include "stepscope/base/error.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/profiler/trace_file.h"
+#include "stepscope/profiler/trace_validator.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
@@ -19,6 +21,7 @@ namespace stepscope {
 namespace {
 
 namespace fs = std::filesystem;
+using V = std::vector<std::string>;
 
 // An MLP 8-16-4 trained with SGD on a fixed batch of 32, traced.
 struct Mlp {
@@ -152,14 +155,13 @@ TEST_F(ProfilerTest, EveryViewPrintsItsReport) {
 
 std::vector<std::string> all_views(const Profiler& p) {
   std::vector<std::string> texts;
-  for (const ProfileOptions& base : {ProfileOptionBuilder::time_and_memory(),
-                                     ProfileOptionBuilder::trainable_variables_parameter(),
-                                     ProfileOptionBuilder::float_operation(),
-                                     ProfileOptionBuilder()
-                                         .select({"bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros",
-                                                  "params", "float_ops", "device", "op_types", "occurrence",
-                                                  "input_shapes"})
-                                         .build()}) {
+  for (const ProfileOptions& base :
+       {ProfileOptionBuilder::time_and_memory(), ProfileOptionBuilder::trainable_variables_parameter(),
+        ProfileOptionBuilder::float_operation(),
+        ProfileOptionBuilder()
+            .select({"bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "params", "float_ops", "device",
+                     "op_types", "occurrence", "input_shapes"})
+            .build()}) {
     for (int64_t step : {int64_t{-1}, int64_t{20}}) {
       ProfileOptions o = quiet(base);
       o.step = step;
@@ -282,6 +284,38 @@ TEST_F(ProfilerTest, SaveIsAtomic) {
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find((dir / "no_such_dir" / "profile").string()), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(ProfilerTest, TimelineOutput) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "tfprof_timeline";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string base = (dir / "t.json").string();
+  // A step: one file, "<outfile>_<step>", with the nodes the view displays.
+  auto o =
+      ProfileOptionBuilder().with_timeline_output(base).with_step(20).with_node_names({.show = V{"hidden/.*"}}).build();
+  profiler_.profile_name_scope(o);
+  EXPECT_EQ(out_.str(),
+            "\n******************************************************\n"
+            "Timeline file is written to " +
+                base +
+                "_20.\n"
+                "Open a Chrome browser, enter URL chrome://tracing and load the timeline file."
+                "\n******************************************************\n");
+  const std::string trace = read_file(base + "_20");
+  EXPECT_TRUE(validate_chrome_trace(trace).empty()) << trace;
+  EXPECT_NE(trace.find("\"hidden/MatMul\""), std::string::npos);
+  EXPECT_EQ(trace.find("\"logits/MatMul\""), std::string::npos);
+  // Step -1: one file per step (the graph view, as TensorFlow; here every view).
+  o = ProfileOptionBuilder().with_timeline_output(base).build();
+  profiler_.profile_graph(o);
+  profiler_.profile_code(o);
+  for (int step : {10, 20, 30}) {
+    const std::string t = read_file(base + "_" + std::to_string(step));
+    EXPECT_TRUE(validate_chrome_trace(t).empty()) << t;
+    EXPECT_NE(t.find("\"logits/MatMul\""), std::string::npos);
   }
   fs::remove_all(dir);
 }

@@ -47,9 +47,9 @@ struct GraphNodeProto {
   int64_t total_parameters = 0;
   int64_t total_float_ops = 0;
 
-  std::vector<std::vector<int64_t>> shapes;               // the variable's shape, for parameters
-  std::map<int32_t, std::vector<int64_t>> input_shapes;   // by input index
-  std::vector<GraphNodeProto> children;                   // the displayed children, in display order
+  std::vector<std::vector<int64_t>> shapes;              // the variable's shape, for parameters
+  std::map<int32_t, std::vector<int64_t>> input_shapes;  // by input index
+  std::vector<GraphNodeProto> children;                  // the displayed children, in display order
 };
 
 // A node of the op view (an op type) or the code view (a source line): an aggregate of graph

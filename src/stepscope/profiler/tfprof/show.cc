@@ -112,8 +112,8 @@ bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth) {
   return !(p.total_requested_bytes < o.min_bytes || p.total_peak_bytes < o.min_peak_bytes ||
            p.total_residual_bytes < o.min_residual_bytes || p.total_output_bytes < o.min_output_bytes ||
            p.total_exec_micros < o.min_micros || p.total_accelerator_exec_micros < o.min_accelerator_micros ||
-           p.total_cpu_exec_micros < o.min_cpu_micros || p.parameters < o.min_params ||
-           p.float_ops < o.min_float_ops || p.run_count < o.min_occurrence || depth > o.max_depth);
+           p.total_cpu_exec_micros < o.min_cpu_micros || p.parameters < o.min_params || p.float_ops < o.min_float_ops ||
+           p.run_count < o.min_occurrence || depth > o.max_depth);
 }
 
 bool passes_floors(const MultiGraphNodeProto& p, const ViewOptions& o, int depth) {
@@ -153,8 +153,8 @@ std::string format_graph_node(const GraphNodeProto& p, bool account, const Model
   const bool micros = o.has(Field::kMicros);
   if (micros) info.push_back(self_total(account, format_time(p.exec_micros), format_time(p.total_exec_micros)));
   if (micros || o.has(Field::kAcceleratorMicros))
-    info.push_back(self_total(account, format_time(p.accelerator_exec_micros),
-                              format_time(p.total_accelerator_exec_micros)));
+    info.push_back(
+        self_total(account, format_time(p.accelerator_exec_micros), format_time(p.total_accelerator_exec_micros)));
   if (micros || o.has(Field::kCpuMicros))
     info.push_back(self_total(account, format_time(p.cpu_exec_micros), format_time(p.total_cpu_exec_micros)));
   if (o.has(Field::kDevice) && !p.devices.empty()) info.push_back(join(p.devices, "|"));

@@ -41,16 +41,26 @@ template <typename Proto>
 void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order) {
   auto total = [order](const Proto& p) -> int64_t {
     switch (order) {
-      case OrderBy::kBytes: return p.total_requested_bytes;
-      case OrderBy::kPeakBytes: return p.total_peak_bytes;
-      case OrderBy::kResidualBytes: return p.total_residual_bytes;
-      case OrderBy::kOutputBytes: return p.total_output_bytes;
-      case OrderBy::kMicros: return p.total_exec_micros;
-      case OrderBy::kAcceleratorMicros: return p.total_accelerator_exec_micros;
-      case OrderBy::kCpuMicros: return p.total_cpu_exec_micros;
-      case OrderBy::kParams: return p.total_parameters;
-      case OrderBy::kFloatOps: return p.total_float_ops;
-      default: return 0;
+      case OrderBy::kBytes:
+        return p.total_requested_bytes;
+      case OrderBy::kPeakBytes:
+        return p.total_peak_bytes;
+      case OrderBy::kResidualBytes:
+        return p.total_residual_bytes;
+      case OrderBy::kOutputBytes:
+        return p.total_output_bytes;
+      case OrderBy::kMicros:
+        return p.total_exec_micros;
+      case OrderBy::kAcceleratorMicros:
+        return p.total_accelerator_exec_micros;
+      case OrderBy::kCpuMicros:
+        return p.total_cpu_exec_micros;
+      case OrderBy::kParams:
+        return p.total_parameters;
+      case OrderBy::kFloatOps:
+        return p.total_float_ops;
+      default:
+        return 0;
     }
   };
   constexpr bool kMulti = std::is_same_v<Proto, MultiGraphNodeProto>;
@@ -74,7 +84,7 @@ std::string self_total(bool account, const std::string& self, const std::string&
 // A scope/graph node line without indentation (TFShow::FormatNode): "name (f1, f2, ...)".
 // `node` is null for a synthetic node, whose op type is `synthetic_op_type`.
 std::string format_graph_node(const GraphNodeProto& p, bool account, const ModelNode* node,
-                                std::string_view synthetic_op_type, const ViewOptions& o);
+                              std::string_view synthetic_op_type, const ViewOptions& o);
 // The legend of scope/graph views (TFShow::FormatLegend).
 std::string graph_legend(const ViewOptions& o);
 // The legend of op/code views (TFMultiShow::FormatLegend).

@@ -27,7 +27,9 @@ inline const OpDef& test_op(const std::string& type) {
     op->name = type;
     op->num_inputs = -1;
     op->num_outputs = 1;
-    op->shape = [](ShapeContext& c) { c.set_output(0, DType::kFloat32, c.node().attrs().get_or<Shape>("shape", Shape())); };
+    op->shape = [](ShapeContext& c) {
+      c.set_output(0, DType::kFloat32, c.node().attrs().get_or<Shape>("shape", Shape()));
+    };
     op->flops = [](const CostContext& c) { return c.node.attrs().get_or<int64_t>("flops", 0); };
   }
   return *op;

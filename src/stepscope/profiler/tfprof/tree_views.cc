@@ -209,8 +209,10 @@ ViewTree build_scope_tree(const ProfileModel& model) {
   std::vector<int32_t> roots;
   for (const auto& [name, e] : by_name) {
     const size_t slash = name.rfind('/');
-    if (slash == std::string::npos) roots.push_back(e);
-    else tree.entries[by_name.find(std::string_view(name).substr(0, slash))->second].children.push_back(e);
+    if (slash == std::string::npos)
+      roots.push_back(e);
+    else
+      tree.entries[by_name.find(std::string_view(name).substr(0, slash))->second].children.push_back(e);
   }
   tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
   tree.root = static_cast<int32_t>(tree.entries.size() - 1);
@@ -231,7 +233,8 @@ ViewTree build_graph_tree(const ProfileModel& model) {
   std::vector<int32_t> roots;
   for (size_t i = 0; i < n; ++i)
     if (!is_input[i]) roots.push_back(static_cast<int32_t>(i));
-  std::sort(roots.begin(), roots.end(), [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+  std::sort(roots.begin(), roots.end(),
+            [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
   tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
   tree.root = static_cast<int32_t>(n);
   return tree;

@@ -46,15 +46,15 @@ ViewTree build_graph_tree(const ProfileModel& model);
 
 // Op types, each with its nodes in name order; the code view's tree of source lines.
 struct OpGroups {
-  std::vector<std::string> op_types;         // sorted
-  std::vector<std::vector<int32_t>> nodes;   // per op type, by name
+  std::vector<std::string> op_types;        // sorted
+  std::vector<std::vector<int32_t>> nodes;  // per op type, by name
 };
 OpGroups build_op_groups(const ProfileModel& model);
 
 struct CodeTree {
   struct Entry {
-    std::string name;              // "file.cc:42:function" (+ " (gradient)")
-    std::vector<int32_t> nodes;    // model nodes created there, by name
+    std::string name;            // "file.cc:42:function" (+ " (gradient)")
+    std::vector<int32_t> nodes;  // model nodes created there, by name
     std::vector<int32_t> children;
   };
   std::vector<Entry> entries;  // entries[0] is the root
