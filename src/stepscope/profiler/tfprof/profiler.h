@@ -103,8 +103,9 @@ class Profiler {
   // ones, in the order added).
   void add_checker(std::unique_ptr<AdviceChecker> checker);
 
-  // The profile as bytes (profile_io.h's format) / written to `path` atomically. Fast enough
-  // to call after every traced step: each step is encoded once, when added.
+  // The profile as bytes (profile_io.h's format) / written to `path` atomically (gzipped when
+  // the path ends in ".gz"). Fast enough to call after every traced step: each step is encoded
+  // once, when added (100 steps of an MLP: ~155 KB, well under a millisecond).
   std::string serialize_to_string() const;
   void save(const std::filesystem::path& path) const;
   // DataLossError naming the file when it is not a valid profile; NotFoundError when missing.
