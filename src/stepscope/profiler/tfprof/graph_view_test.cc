@@ -97,3 +97,39 @@ TEST_F(GraphViewTest, InputShapesAndOccurrence) {
 
 }  // namespace
 }  // namespace stepscope
+
+namespace stepscope {
+namespace {
+
+// float_ops: a node's FLOP rule times its runs in the step; a node that never ran in any step
+// keeps its static count (TensorFlow's TFGraphNode::float_ops).
+TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
+  Graph g;
+  Node* a = tfprof::testing::add_node(g, "a", "MatMul", {}, Shape{2, 2}, 100);
+  tfprof::testing::add_node(g, "b", "MatMul", {a}, Shape{2, 2}, 40);
+  Node* c = tfprof::testing::add_node(g, "c", "MatMul", {}, Shape{2, 2}, 7);
+  RunMetadata md;
+  tfprof::testing::add_exec(md, *a, tfprof::testing::kCpu, {.start_us = 5, .duration_us = 1});
+  tfprof::testing::add_exec(md, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
+  Profiler p(g);
+  auto o = graph_options({".*"}, {"float_ops"});
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
+            "  c (7/7 flops)\n");
+  p.add_step(0, md);
+  p.add_step(1, md);
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
+            "  c (7/7 flops)\n");
+  // Step 2: a did not run (0 float ops there), b never ran (its static count everywhere).
+  RunMetadata only_c;
+  tfprof::testing::add_exec(only_c, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
+  p.add_step(2, only_c);
+  o.step = 2;
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/47 flops)\n  b (40/40 flops)\n    a (0/0 flops)\n"
+            "  c (7/7 flops)\n");
+}
+
+}  // namespace
+}  // namespace stepscope

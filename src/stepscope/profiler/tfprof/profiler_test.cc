@@ -320,6 +320,33 @@ TEST_F(ProfilerTest, TimelineOutput) {
   fs::remove_all(dir);
 }
 
+TEST_F(ProfilerTest, GzippedProfiles) {
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile.gz";
+  profiler_.save(path);
+  EXPECT_LT(fs::file_size(path), profiler_.serialize_to_string().size());
+  EXPECT_EQ(Profiler::load(path).serialize_to_string(), profiler_.serialize_to_string());
+  fs::remove(path);
+}
+
+TEST_F(ProfilerTest, OtherOutputs) {
+  // dump_to_file (deprecated) writes the file output.
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_dump";
+  ProfileOptions o = ProfileOptionBuilder().select({"params"}).build();
+  o.dump_to_file = path.string();
+  const std::string text = profiler_.profile_operations(o).text;
+  EXPECT_EQ(read_file(path).substr(read_file(path).find("Profile:\n") + 9), text);
+  EXPECT_EQ(out_.str(), "");
+  fs::remove(path);
+  // pprof: only the code view, and not written here.
+  o = ProfileOptionBuilder().with_pprof_output("/tmp/x.pb.gz").build();
+  EXPECT_TRUE(profiler_.profile_name_scope(o).root.children.empty());
+  EXPECT_FALSE(profiler_.profile_code(o).root.children.empty());
+  EXPECT_EQ(log_.str(),
+            "Only 'code' view supports pprof output now.\n"
+            "pprof output is not supported; use file or timeline output\n");
+  EXPECT_FALSE(fs::exists("/tmp/x.pb.gz"));
+}
+
 TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
   Graph g;
   Profiler p(g);
