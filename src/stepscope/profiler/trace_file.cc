@@ -15,25 +15,6 @@ namespace stepscope {
 
 namespace {
 
-[[noreturn]] void throw_errno(int err, const std::string& what) {
-  const std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      throw NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      throw PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-      throw ResourceExhaustedError(message);
-    default:
-      throw UnknownError(message);
-  }
-}
-
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -116,12 +97,12 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     if (raw >= 0) break;
     const int err = errno;
     if (err == EEXIST && attempt < 100) continue;  // left by a dead process that had our pid
-    throw_errno(err, "cannot write '" + target + "'");
+    throw_os_error(err, "cannot write '" + target + "'");
   }
   Fd fd(raw);
   auto fail = [&](int err, const std::string& what) {
     ::unlink(tmp.c_str());
-    throw_errno(err, "cannot write '" + target + "': " + what);
+    throw_os_error(err, "cannot write '" + target + "': " + what);
   };
   if (gzip) {
     int err = 0;
@@ -150,17 +131,17 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 std::string read_file(const std::filesystem::path& path) {
   const std::string name = path.string();
   Fd fd(::open(name.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno(errno, "cannot read '" + name + "'");
+  if (fd.get() < 0) throw_os_error(errno, "cannot read '" + name + "'");
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) throw_errno(errno, "cannot read '" + name + "'");
-  if (S_ISDIR(st.st_mode)) throw_errno(EISDIR, "cannot read '" + name + "'");
+  if (::fstat(fd.get(), &st) != 0) throw_os_error(errno, "cannot read '" + name + "'");
+  if (S_ISDIR(st.st_mode)) throw_os_error(EISDIR, "cannot read '" + name + "'");
   std::string data;
   data.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     const ssize_t got = ::read(fd.get(), buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw_errno(errno, "cannot read '" + name + "'");
+    if (got < 0) throw_os_error(errno, "cannot read '" + name + "'");
     if (got == 0) break;
     data.append(buf, static_cast<size_t>(got));
   }
