@@ -1,18 +1,25 @@
-// The demo: an MLP learns the shipped digits data (8x8 images, 10 classes), then one training
-// step is traced and its most expensive ops are listed.
+// The demo: an MLP learns the shipped digits data (8x8 images, 10 classes) through a
+// MonitoredTrainingSession with the standard hooks: checkpoints, a step counter and loss
+// summaries in --logdir (TensorBoard reads them), a stop at the last step and a loss log; then
+// the ops of one traced training step are listed by time. Run it again with the same
+// --logdir and it restores the last checkpoint and goes on from there.
 //
-//   demo [--data data/digits.csv.gz] [--epochs 30] [--threads 2]
+//   demo [--data data/digits.csv.gz] [--logdir runs/demo] [--steps 720] [--threads 2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 
+#include "stepscope/hooks/basic_session_run_hooks.h"
+#include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/dataset.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
+#include "stepscope/train/variables.h"
 
 using namespace stepscope;
 
@@ -20,7 +27,8 @@ namespace {
 
 struct Args {
   std::string data = "data/digits.csv.gz";
-  int epochs = 30;
+  std::string logdir = "runs/demo";
+  int64_t steps = 720;  // 30 epochs of 24 batches
   int threads = 2;
 };
 
@@ -32,10 +40,16 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) throw InvalidArgumentError("flag " + flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--data") a.data = value();
-    else if (flag == "--epochs") a.epochs = std::stoi(value());
-    else if (flag == "--threads") a.threads = std::stoi(value());
-    else throw InvalidArgumentError("unknown flag " + flag + " (flags: --data, --epochs, --threads)");
+    if (flag == "--data")
+      a.data = value();
+    else if (flag == "--logdir")
+      a.logdir = value();
+    else if (flag == "--steps")
+      a.steps = std::stoll(value());
+    else if (flag == "--threads")
+      a.threads = std::stoi(value());
+    else
+      throw InvalidArgumentError("unknown flag " + flag + " (flags: --data, --logdir, --steps, --threads)");
   }
   return a;
 }
@@ -46,63 +60,7 @@ std::vector<Tensor> scale_pixels(std::vector<Tensor> row) {
   return row;
 }
 
-int run(const Args& args) {
-  constexpr int64_t kTrainRows = 1500, kBatch = 64;
-  Graph g;
-  Scope root(g);
-  // One fixed shuffle before the split, so both parts draw from the whole file.
-  auto rows = Dataset::csv(args.data).shuffle(1797, /*seed=*/7, /*reshuffle_each_iteration=*/false);
-  auto [train_rows, test_rows] = split_dataset(rows, {.left_size = kTrainRows});
-  auto train_data = train_rows.map(scale_pixels).shuffle(kTrainRows, 1).batch(kBatch).repeat(args.epochs);
-  auto [x, labels] = train_data.make_iterator(root).get_next();
-
-  Output hidden = nn::dense(root.with_name_scope("hidden"), x, 64, nn::Activation::relu);
-  Output logits = nn::dense(root.with_name_scope("logits"), hidden, 10);
-  Output loss = reduce_mean(root.with_name_scope("loss"),
-                            sparse_softmax_cross_entropy_with_logits(root.with_name_scope("loss"), labels, logits));
-  Variable step = get_or_create_global_step(root);
-  Node* train = GradientDescentOptimizer(0.5).minimize(root, loss, step);
-  Scope acc = root.with_name_scope("accuracy");
-  Output correct = equal(acc, argmax(acc, logits, 1, DType::kInt32), labels);
-  Output accuracy = reduce_mean(acc, cast(acc, correct, DType::kFloat32));
-  Node* init = global_variables_initializer(root);
-
-  Session session(g, {.inter_op_threads = args.threads});
-  session.run(init);
-
-  // The whole test part as one batch, fed in place of the iterator's outputs when evaluating.
-  Graph test_graph;
-  auto test_next = test_rows.map(scale_pixels).batch(1 << 20).make_iterator(Scope(test_graph)).get_next();
-  auto test = Session(test_graph).run({}, {test_next[0], test_next[1]});
-  const FeedList test_feeds{{x, test[0]}, {labels, test[1]}};
-
-  std::printf("stepscope demo: MLP 64-64-10 on %s (%lld train, %lld test rows), batch %lld, SGD 0.5, %d threads\n",
-              args.data.c_str(), static_cast<long long>(kTrainRows), static_cast<long long>(test[0].dim(0)),
-              static_cast<long long>(kBatch), args.threads);
-  const auto start = std::chrono::steady_clock::now();
-  int64_t steps = 0;
-  double last_loss = 0;
-  try {
-    for (;;) {
-      last_loss = session.run({}, {loss}, {train})[0].scalar_value<float>();
-      if (++steps % 200 == 0)
-        std::printf("  step %5lld  loss %.4f  test accuracy %.2f%%\n", static_cast<long long>(steps), last_loss,
-                    100 * session.run(test_feeds, {accuracy})[0].scalar_value<float>());
-    }
-  } catch (const OutOfRangeError&) {
-    // The dataset ran out after the requested epochs: training is over.
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const float test_accuracy = session.run(test_feeds, {accuracy})[0].scalar_value<float>();
-  std::printf("trained %lld steps (%d epochs) in %.2f s (%.1f us/step); final loss %.4f; test accuracy %.2f%%\n",
-              static_cast<long long>(steps), args.epochs, seconds, 1e6 * seconds / std::max<int64_t>(steps, 1),
-              last_loss, 100 * test_accuracy);
-
-  // One traced training step on the test batch: where does a step's time go?
-  RunOptions traced;
-  traced.trace_level = TraceLevel::kFullTrace;
-  RunMetadata metadata;
-  session.run(test_feeds, {loss}, {train}, traced, &metadata);
+void print_top_ops(const RunMetadata& metadata) {
   std::map<std::string, std::pair<int64_t, int>> by_op;
   int64_t nodes = 0;
   for (const auto& dev : metadata.step_stats.dev_stats)
@@ -118,6 +76,87 @@ int run(const Args& args) {
   for (size_t i = 0; i < ops.size() && i < 8; ++i)
     std::printf("  %-40s %3d nodes %9.1f us\n", ops[i].first.c_str(), ops[i].second.second,
                 ops[i].second.first / 1000.0);
+}
+
+int run(const Args& args) {
+  constexpr int64_t kTrainRows = 1500, kBatch = 64;
+  Graph g;
+  Scope root(g);
+  // One fixed shuffle before the split, so both parts draw from the whole file.
+  auto rows = Dataset::csv(args.data).shuffle(1797, /*seed=*/7, /*reshuffle_each_iteration=*/false);
+  auto [train_rows, test_rows] = split_dataset(rows, {.left_size = kTrainRows});
+  auto train_data = train_rows.map(scale_pixels).shuffle(kTrainRows, 1).batch(kBatch).repeat();
+  auto [x, labels] = train_data.make_iterator(root).get_next();
+
+  Output hidden = nn::dense(root.with_name_scope("hidden"), x, 64, nn::Activation::relu);
+  Output logits = nn::dense(root.with_name_scope("logits"), hidden, 10);
+  Output loss = reduce_mean(root.with_name_scope("loss"),
+                            sparse_softmax_cross_entropy_with_logits(root.with_name_scope("loss"), labels, logits));
+  scalar(root, "loss", loss);
+  Variable step = get_or_create_global_step(root);
+  Output step_read = get_or_create_global_step_read(g);
+  Node* train = GradientDescentOptimizer(0.5).minimize(root, loss, step);
+  Scope acc = root.with_name_scope("accuracy");
+  Output correct = equal(acc, argmax(acc, logits, 1, DType::kInt32), labels);
+  Output accuracy = reduce_mean(acc, cast(acc, correct, DType::kFloat32));
+
+  // The whole test part as one batch, fed in place of the iterator's outputs when evaluating.
+  Graph test_graph;
+  auto test_next = test_rows.map(scale_pixels).batch(1 << 20).make_iterator(Scope(test_graph)).get_next();
+  auto test = Session(test_graph).run({}, {test_next[0], test_next[1]});
+  const FeedList test_feeds{{x, test[0]}, {labels, test[1]}};
+
+  std::printf("stepscope demo: MLP 64-64-10 on %s (%lld train, %lld test rows), batch %lld, SGD 0.5, %d threads\n",
+              args.data.c_str(), static_cast<long long>(kTrainRows), static_cast<long long>(test[0].dim(0)),
+              static_cast<long long>(kBatch), args.threads);
+  std::printf(
+      "hooks: stop at step %lld, loss log every 200 steps, and MonitoredTrainingSession's own: "
+      "checkpoints every 250 steps, step counter every 200, summaries every 50, into %s\n",
+      static_cast<long long>(args.steps), args.logdir.c_str());
+
+  StopAtStepHook stop({.last_step = args.steps});
+  LoggingTensorHook log_loss({.tensors = {{"step", step_read}, {"loss", loss}}, .every_n_iter = 200});
+  MonitoredSession sess = MonitoredTrainingSession(g, {.checkpoint_dir = args.logdir,
+                                                       .hooks = {&stop, &log_loss},
+                                                       .save_checkpoint_steps = 250,
+                                                       .save_summaries_steps = 50,
+                                                       .log_step_count_steps = 200,
+                                                       .session_options = {.inter_op_threads = args.threads}});
+  auto evaluate = [&] {
+    float value = 0;
+    sess.run_step_fn(
+        [&](StepContext& context) { value = context.session().run(accuracy, test_feeds).scalar_value<float>(); });
+    return value;
+  };
+  int64_t first_step = -1, last_step = 0, runs = 0;
+  RunOptions traced;  // for one step: where does a step's time go?
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata metadata;
+  const auto start = std::chrono::steady_clock::now();
+  while (!sess.should_stop()) {
+    const bool trace = runs == 100;
+    FetchResult result =
+        sess.run(Fetch::list({train, loss, step_read}), {}, trace ? &traced : nullptr, trace ? &metadata : nullptr);
+    if (result.empty()) break;                                   // the input ran out
+    last_step = result[2].tensor().scalar_value<int64_t>() + 1;  // the read is the pre-increment value
+    if (first_step < 0) first_step = last_step - 1;
+    if (++runs % 200 == 0)
+      std::printf("  step %5lld  test accuracy %.2f%%\n", static_cast<long long>(last_step), 100 * evaluate());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const float test_accuracy = evaluate();
+  if (first_step > 0) std::printf("restored from the checkpoint at step %lld\n", static_cast<long long>(first_step));
+  std::printf("trained %lld steps in %.2f s (%.1f us/step); global step %lld; test accuracy %.2f%%\n",
+              static_cast<long long>(runs), seconds, 1e6 * seconds / std::max<int64_t>(runs, 1),
+              static_cast<long long>(last_step), 100 * test_accuracy);
+  sess.close();
+  if (!metadata.step_stats.empty()) print_top_ops(metadata);
+
+  std::printf("files in %s:\n", args.logdir.c_str());
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(args.logdir)) files.push_back(entry.path().filename());
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) std::printf("  %s\n", file.c_str());
   return test_accuracy > 0.9 ? 0 : 1;
 }
 
