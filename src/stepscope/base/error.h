@@ -40,9 +40,9 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define STEPSCOPE_DEFINE_ERROR(Name, Code)                                        \
-  class Name : public Error {                                                    \
-   public:                                                                       \
+#define STEPSCOPE_DEFINE_ERROR(Name, Code)                                         \
+  class Name : public Error {                                                      \
+   public:                                                                         \
     explicit Name(const std::string& message) : Error(ErrorCode::Code, message) {} \
   };
 
@@ -67,10 +67,14 @@ STEPSCOPE_DEFINE_ERROR(DataLossError, kDataLoss)
 // Throws the exception type that matches `code` (used to re-raise a worker's error).
 [[noreturn]] void throw_error(ErrorCode code, const std::string& message);
 
+// An OS call failed with errno `err` while doing `what` (which names the file): the error type
+// a user can act on (NotFound, PermissionDenied, ResourceExhausted for a full disk, ...) with
+// "<what>: <strerror>".
+[[noreturn]] void throw_os_error(int err, const std::string& what);
+
 // Broken internal invariant: prints the message and aborts. Never for user errors.
 [[noreturn]] void internal_check_failed(const char* file, int line, const char* what);
 
 }  // namespace stepscope
 
-#define STEPSCOPE_CHECK(cond) \
-  ((cond) ? (void)0 : ::stepscope::internal_check_failed(__FILE__, __LINE__, #cond))
+#define STEPSCOPE_CHECK(cond) ((cond) ? (void)0 : ::stepscope::internal_check_failed(__FILE__, __LINE__, #cond))

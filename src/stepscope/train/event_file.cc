@@ -248,25 +248,6 @@ std::map<std::string, float> Event::scalars() const {
 
 namespace {
 
-[[noreturn]] void throw_errno(int err, const std::string& what) {
-  const std::string message = what + ": " + std::strerror(err);
-  switch (err) {
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      throw PermissionDeniedError(message);
-    case ENOENT:
-    case ENOTDIR:
-      throw NotFoundError(message);
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-      throw ResourceExhaustedError(message);
-    default:
-      throw UnknownError(message);
-  }
-}
-
 double wall_time_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -291,7 +272,7 @@ void make_directory(const std::string& dir) {
     std::error_code ec2;
     if (fs::exists(dir, ec2) && !fs::is_directory(dir, ec2))
       throw FailedPreconditionError("cannot use summary directory '" + dir + "': it exists and is not a directory");
-    throw_errno(ec.value(), "cannot create summary directory '" + dir + "'");
+    throw_os_error(ec.value(), "cannot create summary directory '" + dir + "'");
   }
   if (!fs::is_directory(dir, ec))
     throw FailedPreconditionError("cannot use summary directory '" + dir + "': it exists and is not a directory");
@@ -309,7 +290,7 @@ EventFileWriter::EventFileWriter(const std::string& logdir, const std::string& f
 
 EventFileWriter::EventFileWriter(ExactPath, const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw_errno(errno, "cannot create event file '" + path + "'");
+  if (fd_ < 0) throw_os_error(errno, "cannot create event file '" + path + "'");
   buffer_ = version_record();
   flush();
 }
@@ -339,7 +320,7 @@ void EventFileWriter::open_new_file() {
       path_ = std::move(name);
       break;
     }
-    if (errno != EEXIST) throw_errno(errno, "cannot create event file '" + name + "'");
+    if (errno != EEXIST) throw_os_error(errno, "cannot create event file '" + name + "'");
   }
   committed_ = 0;
   // The new file starts with its own version record, then whatever was still buffered.
@@ -364,9 +345,9 @@ void EventFileWriter::write_buffer() {
       const int err = n < 0 ? errno : EIO;
       // Keep the file a sequence of whole records; the buffer is retried by the next flush.
       if (done > 0 && ::ftruncate(fd_, static_cast<off_t>(committed_)) != 0 && errno != EINVAL)
-        throw_errno(errno, "cannot write event file '" + path_ + "' (" + std::strerror(err) +
+        throw_os_error(errno, "cannot write event file '" + path_ + "' (" + std::strerror(err) +
                                ") nor cut it back to its last whole record");
-      throw_errno(err, "cannot write event file '" + path_ + "'");
+      throw_os_error(err, "cannot write event file '" + path_ + "'");
     }
     done += static_cast<size_t>(n);
   }
@@ -390,7 +371,7 @@ void EventFileWriter::flush() {
   }
   write_buffer();
   if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS)
-    throw_errno(errno, "cannot sync event file '" + path_ + "'");
+    throw_os_error(errno, "cannot sync event file '" + path_ + "'");
 }
 
 void EventFileWriter::close() {
@@ -404,14 +385,14 @@ void EventFileWriter::close() {
   }
   const int rc = ::close(fd_);
   fd_ = -1;
-  if (rc != 0 && errno != EINTR) throw_errno(errno, "cannot close event file '" + path_ + "'");
+  if (rc != 0 && errno != EINTR) throw_os_error(errno, "cannot close event file '" + path_ + "'");
 }
 
 // ----- EventFileReader ---------------------------------------------------------------------
 
 EventFileReader::EventFileReader(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw_errno(errno, "cannot open event file '" + path + "'");
+  if (fd_ < 0) throw_os_error(errno, "cannot open event file '" + path + "'");
 }
 
 EventFileReader::~EventFileReader() {
@@ -426,7 +407,7 @@ size_t pread_fully(int fd, void* buf, size_t n, uint64_t offset, const std::stri
   while (done < n) {
     const ssize_t r = ::pread(fd, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) throw_errno(errno, "cannot read event file '" + path + "'");
+    if (r < 0) throw_os_error(errno, "cannot read event file '" + path + "'");
     if (r == 0) break;
     done += static_cast<size_t>(r);
   }
@@ -455,7 +436,7 @@ std::optional<std::string> EventFileReader::read_record() {
     throw DataLossError("corrupted " + where + ": length checksum mismatch (stored " + hex32(stored) + ", computed " +
                         hex32(computed) + ")");
   struct stat st;
-  if (::fstat(fd_, &st) != 0) throw_errno(errno, "cannot read event file '" + path_ + "'");
+  if (::fstat(fd_, &st) != 0) throw_os_error(errno, "cannot read event file '" + path_ + "'");
   const uint64_t available = static_cast<uint64_t>(st.st_size) > offset_ + 12 ? st.st_size - offset_ - 12 : 0;
   if (length > available || available - length < 4)
     throw DataLossError("truncated " + where + ": it needs " + std::to_string(length) +

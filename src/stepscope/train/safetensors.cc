@@ -198,32 +198,6 @@ uint64_t get_u64_le(const char* in) {
   return v;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Errors from the OS.
-
-[[noreturn]] void throw_errno(int err, const std::string& what) {
-  std::string msg = what + ": " + std::strerror(err);
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      throw NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      throw PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-      throw ResourceExhaustedError(msg);
-    case EEXIST:
-      throw AlreadyExistsError(msg);
-    case EISDIR:
-      throw FailedPreconditionError(msg);
-    default:
-      throw UnknownError(msg);
-  }
-}
-
 std::string parent_dir(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   return dir.empty() ? "." : dir;
@@ -578,9 +552,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
 SafetensorsFile load_safetensors(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno(errno, "cannot open safetensors file '" + path + "'");
+  if (fd.get() < 0) throw_os_error(errno, "cannot open safetensors file '" + path + "'");
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) throw_errno(errno, "cannot stat safetensors file '" + path + "'");
+  if (::fstat(fd.get(), &st) != 0) throw_os_error(errno, "cannot stat safetensors file '" + path + "'");
   if (!S_ISREG(st.st_mode))
     throw FailedPreconditionError("cannot read safetensors file '" + path + "': not a regular file");
   const auto file_size = static_cast<uint64_t>(st.st_size);
@@ -589,7 +563,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     while (count > 0) {
       ssize_t got = ::pread(fd.get(), dest, std::min<uint64_t>(count, 1 << 30), static_cast<off_t>(offset));
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw_errno(errno, "cannot read safetensors file '" + path + "'");
+      if (got < 0) throw_os_error(errno, "cannot read safetensors file '" + path + "'");
       if (got == 0) corrupt(path, "the file ended early while reading (was it truncated while being read?)");
       dest += got, offset += got, count -= got;
     }
@@ -619,12 +593,12 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
     if (err == EACCES || err == EPERM || err == EROFS)
       throw PermissionDeniedError("cannot write '" + path + "': directory '" + dir +
                                   "' is not writable: " + std::strerror(err));
-    throw_errno(err, "cannot write '" + path + "'");
+    throw_os_error(err, "cannot write '" + path + "'");
   }
   Fd fd(fd_raw);
   auto fail = [&](int err, const std::string& what) {
     ::unlink(tmp.c_str());
-    throw_errno(err, "cannot write '" + path + "': " + what);
+    throw_os_error(err, "cannot write '" + path + "': " + what);
   };
   for (std::string_view piece : pieces) {
     const char* p = piece.data();

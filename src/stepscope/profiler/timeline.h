@@ -1,0 +1,86 @@
+// Chrome Trace Format timelines of traced steps, laid out like TensorFlow's timeline.py and
+// clean for Perfetto (see reference/chrome-trace.md, "Lessons").
+//
+// Layout (TensorFlow's):
+//  - pid 0 "Allocators": one `C` counter series per allocator (cat "Memory", name and series key
+//    the allocator's name), bytes in use by the buffers the step allocated (show_memory);
+//  - per device k (in StepStats order): pid 2k+1 "<device> Compute" with one `X` event per node
+//    (cat "Op", named by op type; args.name = node name, args.op, args.input0..N from the
+//    timeline_label), and pid 2k+2 "<device> Tensors" with the tensors as `N`/`O`/`D` object
+//    events (cat "Tensor", show_memory);
+//  - a node's tid is its lane: the first lane of its device whose last node ended strictly
+//    before (in ns) the node started, so slices on one tid never overlap;
+//  - `DataFlow` flows from a producer to each consumer on another (pid, tid): `s` inside the
+//    producer's slice (1 ns before its end), `f` with "bp":"e" at the consumer's start, so both
+//    ends bind to their slices in Perfetto and in chrome://tracing;
+//  - metadata first: process_name and process_sort_index for every pid, thread_name and
+//    thread_sort_index for every (pid, tid) that has events.
+// Beyond TensorFlow's: ts/dur are microseconds with three decimals relative to the trace's
+// origin (the first step's start), whose wall-clock time is the top-level "baseTimeNanoseconds";
+// args also carry output dtypes and shapes, output bytes, the thread that ran the node, and
+// its float ops when the graph is given; tensor lifetimes and the memory counters come from the
+// allocator's records of the step (allocation and free of every buffer), not from guesses.
+//
+// A window (several steps in one trace) puts each step's nodes on the same tracks and adds a
+// "Steps" process (pid 2 * num_devices + 1, shown first) with one slice per step.
+//
+// A Timeline keeps pointers to the StepStats (and graph) it was given: they must outlive it.
+// Nothing given to it is modified.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace stepscope {
+
+class Graph;
+class StepStats;
+
+struct AllocationMaximum {
+  int64_t timestamp_ns = 0;          // when it was first reached, on the clock of NodeExecStats::all_start_ns
+  int64_t num_bytes = 0;             // bytes allocated during the step and live then
+  std::vector<std::string> tensors;  // the tensors (node outputs) live then, sorted
+};
+
+struct StepStatsAnalysis {
+  std::string chrome_trace;
+  std::map<std::string, AllocationMaximum> allocator_maximums;  // filled with show_memory only
+};
+
+struct ChromeTraceOptions {
+  bool show_dataflow = true;
+  bool show_memory = false;
+  bool pretty = false;  // TensorFlow's layout: indent 4, separators "," and ": "
+};
+
+class Timeline {
+ public:
+  explicit Timeline(const StepStats& step, const Graph* graph = nullptr);
+  // Several steps in one trace (in the order given). step_numbers, when given (one per step),
+  // name the step slices "step <n>"; otherwise they are named "step".
+  explicit Timeline(std::span<const StepStats* const> window, const Graph* graph = nullptr,
+                    std::span<const int64_t> step_numbers = {});
+  ~Timeline();
+  Timeline(Timeline&&) noexcept;
+  Timeline& operator=(Timeline&&) noexcept;
+
+  // The trace as a JSON string (compact; TensorFlow's pretty-prints here).
+  std::string generate_chrome_trace_format(bool show_dataflow = true, bool show_memory = false) const;
+  // Appends the trace to `out`.
+  void write_chrome_trace(std::string& out, const ChromeTraceOptions& options) const;
+  // The trace (compact) and, with show_memory, each allocator's maximum.
+  StepStatsAnalysis analyze_step_stats(bool show_dataflow = true, bool show_memory = true) const;
+
+  // Each allocator's maximum bytes in use, without writing a trace.
+  std::map<std::string, AllocationMaximum> allocator_maximums() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stepscope
