@@ -1,0 +1,157 @@
+// The advisor: TensorFlow's tfprof_advisor_test.cc cases with their full texts, the expensive
+// operations of the tfprof test model, and the hook for more checkers.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/tfprof/tfprof_test_util.h"
+
+namespace stepscope {
+namespace {
+
+using tfprof::testing::add_exec;
+using tfprof::testing::test_op;
+
+constexpr const char* kGpu = "/job:localhost/replica:0/task:0/device:GPU:0";
+
+// TFProfAdvisorTest's fixture: two Conv2D nodes (one NHWC) with their records on a GPU, its
+// "stream:all" and a stream.
+class AdvisorTest : public ::testing::Test {
+ protected:
+  AdvisorTest() {
+    Node* n1 = add("n1", "Conv2D", {{"data_format", std::string("NHWC")}});
+    Node* n2 = add("n2", "Conv2D", {});
+    for (auto [node, start] : {std::pair{n1, 10}, std::pair{n2, 20}}) {
+      for (const std::string device :
+           {std::string(kGpu), std::string(kGpu) + ":stream:all", std::string(kGpu) + ":stream:0"})
+        add_exec(md_, *node, device, {.start_us = start, .duration_us = 2});
+    }
+  }
+  Node* add(const std::string& name, const std::string& op, AttrMap attrs) {
+    NodeSpec spec;
+    spec.name = name;
+    spec.op = &test_op(op);
+    spec.attrs = std::move(attrs);
+    return g_.add_node(std::move(spec));
+  }
+  Profiler profiler() {
+    Profiler p(g_);
+    p.set_log(&log_);
+    p.set_stdout(&out_);
+    p.add_step(0, md_);
+    return p;
+  }
+  Graph g_;
+  RunMetadata md_;
+  std::ostringstream log_, out_;
+};
+
+TEST_F(AdvisorTest, Basics) {
+  AdviceProto advice = profiler().advise();
+  EXPECT_TRUE(advice.checkers.count("AcceleratorUtilizationChecker"));
+  EXPECT_TRUE(advice.checkers.count("OperationChecker"));
+  EXPECT_TRUE(advice.checkers.count("ExpensiveOperationChecker"));
+  EXPECT_FALSE(advice.checkers.count("JobChecker"));  // Google-internal: nothing runs
+  EXPECT_EQ(advice.text(),
+            "\nAcceleratorUtilizationChecker:\n"
+            "device: /job:localhost/replica:0/task:0/device:gpu:0 low utilization: 0.33\n"
+            "\nExpensiveOperationChecker:\n"
+            "top 1 operation type: Conv2D, cpu: 4us, accelerator: 4us, total: 8us (100.00%)\n"
+            "\nOperationChecker:\n"
+            "Found operation using NHWC data_format on GPU. Maybe NCHW is faster.\n");
+  EXPECT_EQ(out_.str(), advice.text());
+  EXPECT_EQ(log_.str(), "Missing op_log (code traces) for ExpensiveOperationChecker\n");
+  EXPECT_EQ(to_json(advice).rfind("{\"checkers\":{\"AcceleratorUtilizationChecker\":{\"reports\":[\"device: ", 0), 0u);
+}
+
+TEST_F(AdvisorTest, OperationChecker) {
+  AdviceProto advice = profiler().advise({.checkers = {{"OperationChecker", {}}}}, /*print=*/false);
+  ASSERT_EQ(advice.checkers.size(), 1u);
+  ASSERT_EQ(advice.checkers.at("OperationChecker").reports.size(), 1u);
+  EXPECT_NE(advice.checkers.at("OperationChecker").reports[0].find("NCHW"), std::string::npos);
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(AdvisorTest, UtilizationChecker) {
+  AdviceProto advice = profiler().advise({.checkers = {{"AcceleratorUtilizationChecker", {}}}}, false);
+  ASSERT_EQ(advice.checkers.at("AcceleratorUtilizationChecker").reports.size(), 1u);
+  EXPECT_NE(advice.checkers.at("AcceleratorUtilizationChecker").reports[0].find("low utilization"), std::string::npos);
+}
+
+TEST_F(AdvisorTest, ExpensiveOperationChecker) {
+  AdviceProto advice = profiler().advise({.checkers = {{"ExpensiveOperationChecker", {}}}}, false);
+  EXPECT_EQ(advice.checkers.at("ExpensiveOperationChecker").reports[0].rfind("top 1 operation type: Conv2D", 0), 0u);
+}
+
+TEST_F(AdvisorTest, BatchNormAndHighUtilization) {
+  Graph g;
+  Node* bn = tfprof::testing::add_node(g, "layer/BatchNorm/mul", "Mul");
+  RunMetadata md;
+  add_exec(md, *bn, kGpu, {.start_us = 100, .duration_us = 10});
+  add_exec(md, *bn, std::string(kGpu) + "/stream:all", {.start_us = 100, .duration_us = 8});
+  Profiler p(g);
+  p.add_step(0, md);
+  AdviceProto advice = p.advise({.checkers = {{"OperationChecker", {}}, {"AcceleratorUtilizationChecker", {}}}}, false);
+  EXPECT_EQ(advice.text(),
+            "\nAcceleratorUtilizationChecker:\n"
+            "device: /job:localhost/replica:0/task:0/device:gpu:0 utilization: 0.80\n"
+            "\nOperationChecker:\n"
+            "Maybe use faster FusedBatchNorm instead of BatchNorm\n");
+}
+
+TEST(Advisor, ExpensiveOperationsOfTheTfTestModel) {
+  auto model = tfprof::testing::tf_test_model();
+  Profiler p(model->graph);
+  std::ostringstream log;
+  p.set_log(&log);
+  p.add_step(0, model->run_metadata);
+  AdviceProto advice = p.advise({.checkers = {{"ExpensiveOperationChecker", {}}}}, false);
+  EXPECT_EQ(advice.checkers.at("ExpensiveOperationChecker").reports,
+            (std::vector<std::string>{
+                "top 1 operation type: Conv2D, cpu: 4.49ms, accelerator: 404us, total: 4.89ms (99.69%)\n"
+                "top 2 operation type: VariableV2, cpu: 13us, accelerator: 0us, total: 13us (0.27%)\n"
+                "top 3 operation type: Const, cpu: 2us, accelerator: 0us, total: 2us (0.04%)",
+                "top 1 graph node: Conv2D, cpu: 4.07ms, accelerator: 226us, total: 4.29ms\n"
+                "top 2 graph node: Conv2D_1, cpu: 419us, accelerator: 178us, total: 597us"}));
+}
+
+TEST(Advisor, WithoutSteps) {
+  Graph g;
+  tfprof::testing::add_node(g, "a", "NoOp", {}, Shape(), 0, {"a.cc", 1, "int main()"});
+  Profiler p(g);
+  std::ostringstream log;
+  p.set_log(&log);
+  AdviceProto advice = p.advise(AdvisorOptions::all(), false);
+  EXPECT_EQ(advice.text(),
+            "\nAcceleratorUtilizationChecker:\n"
+            "\nExpensiveOperationChecker:\n"
+            "\nOperationChecker:\n");
+  EXPECT_EQ(log.str(),
+            "Missing RunMetadata info. Skip ExpensiveOperationChecker\n"
+            "Missing run_meta for ExpensiveOperationChecker\n");
+}
+
+class CountingChecker : public AdviceChecker {
+ public:
+  std::string name() const override { return "CriticalPathChecker"; }
+  std::vector<std::string> check(const Profiler& profiler, const std::map<std::string, std::string>& options,
+                                 std::ostream&) const override {
+    return {"steps: " + std::to_string(profiler.steps().size()) +
+            ", option x=" + (options.count("x") ? options.at("x") : std::string("-"))};
+  }
+};
+
+TEST(Advisor, AddedCheckersRunWhenNamed) {
+  Graph g;
+  Profiler p(g);
+  std::ostringstream log;
+  p.set_log(&log);
+  p.add_checker(std::make_unique<CountingChecker>());
+  EXPECT_FALSE(p.advise(AdvisorOptions::all(), false).checkers.count("CriticalPathChecker"));
+  AdviceProto advice = p.advise({.checkers = {{"CriticalPathChecker", {{"x", "1"}}}}}, false);
+  EXPECT_EQ(advice.text(), "\nCriticalPathChecker:\nsteps: 0, option x=1\n");
+}
+
+}  // namespace
+}  // namespace stepscope

@@ -1,0 +1,249 @@
+// The code view (tfprof_code.cc): nodes grouped by the source line that created them.
+// stepscope records one location per node (the user's call), so the tree has one level of
+// lines under the root, where TensorFlow has a level per Python stack frame.
+#include <map>
+
+#include "stepscope/profiler/tfprof/show.h"
+#include "stepscope/profiler/tfprof/views.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+constexpr std::string_view kGradientSuffix = " (gradient)";
+
+// "...gradients/<forward>_grad/..." -> <forward> (TensorFlow's IsGradNode).
+bool forward_name_of_gradient(std::string_view name, std::string_view* forward) {
+  const size_t prefix = name.find("gradients/");
+  const size_t suffix = name.find("_grad/");
+  if (prefix == std::string_view::npos || suffix == std::string_view::npos) return false;
+  const size_t start = prefix + std::string_view("gradients/").size();
+  if (suffix <= start) return false;
+  *forward = name.substr(start, suffix - start);
+  return true;
+}
+
+// The bare name of a function from a compiler's signature: "int ns::f(const T&) const" -> "f",
+// "main()::<lambda()>" -> "<lambda>".
+std::string bare_function_name(std::string_view f) {
+  if (f.find("<lambda") != std::string_view::npos) return "<lambda>";
+  // The parameter list: the first '(' that does not open "(anonymous namespace)".
+  size_t paren = 0;
+  for (;;) {
+    paren = f.find('(', paren);
+    if (paren == std::string_view::npos || f.substr(paren).rfind("(anonymous", 0) != 0) break;
+    ++paren;
+  }
+  std::string_view head = f.substr(0, paren);
+  int depth = 0;  // skip template arguments when looking for the last "::" or ' '
+  size_t begin = 0;
+  for (size_t i = 0; i < head.size(); ++i) {
+    const char c = head[i];
+    if (c == '<')
+      ++depth;
+    else if (c == '>')
+      --depth;
+    else if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < head.size() && head[i + 1] == ':')))
+      begin = i + 1;
+  }
+  head = head.substr(begin);
+  while (!head.empty() && head.front() == ':') head.remove_prefix(1);
+  return head.empty() ? std::string(f) : std::string(head);
+}
+
+struct CodeQuery {
+  const CodeTree& tree;
+  const ProfileModel& model;
+  const std::vector<NodeStats>& stats;
+  const ViewOptions& o;
+  std::vector<MultiGraphNodeProto> protos;
+  std::vector<MultiExtra> extras;
+  std::vector<char> account;
+  std::vector<std::vector<int32_t>> show_children;
+  std::vector<std::string> lines;
+
+  CodeQuery(const CodeTree& t, const ProfileModel& m, const std::vector<NodeStats>& s, const ViewOptions& opts)
+      : tree(t),
+        model(m),
+        stats(s),
+        o(opts),
+        protos(t.entries.size()),
+        extras(t.entries.size()),
+        account(t.entries.size(), 0),
+        show_children(t.entries.size()),
+        lines(t.entries.size()) {}
+
+  std::vector<int32_t> account_lines(const std::vector<int32_t>& roots) {
+    std::vector<int32_t> kept;
+    for (int32_t e : roots) {
+      reset_totals(protos[e]);
+      std::vector<int32_t> kept_children = account_lines(tree.entries[e].children);
+      account[e] = snapshot_multi_node(protos[e], extras[e], tree.entries[e].name, tree.entries[e].nodes, model, stats,
+                                       o.account);
+      if (account[e] || !kept_children.empty()) {
+        show_children[e].clear();
+        reset_totals(protos[e]);
+        add_self_to_totals(protos[e]);
+        for (int32_t c : kept_children) {
+          aggregate_totals(protos[e], protos[c]);
+          show_children[e].push_back(c);
+        }
+        kept.push_back(e);
+      }
+    }
+    return kept;
+  }
+
+  std::vector<int32_t> search_root(const std::vector<int32_t>& roots) {
+    std::vector<int32_t> found;
+    for (int32_t e : roots) {
+      if (o.start.matches(tree.entries[e].name)) {
+        found.push_back(e);
+        continue;
+      }
+      std::vector<int32_t> below = search_root(show_children[e]);
+      found.insert(found.end(), below.begin(), below.end());
+    }
+    return found;
+  }
+
+  std::string format_line(int32_t e, int indent) const {
+    const MultiGraphNodeProto& p = protos[e];
+    const bool acc = account[e] != 0;
+    std::vector<std::string> attrs;
+    if (o.has(Field::kBytes))
+      attrs.push_back(self_total(acc, format_memory(p.requested_bytes), format_memory(p.total_requested_bytes)));
+    if (o.has(Field::kPeakBytes))
+      attrs.push_back(self_total(acc, format_memory(p.peak_bytes), format_memory(p.total_peak_bytes)));
+    if (o.has(Field::kResidualBytes))
+      attrs.push_back(self_total(acc, format_memory(p.residual_bytes), format_memory(p.total_residual_bytes)));
+    if (o.has(Field::kOutputBytes))
+      attrs.push_back(self_total(acc, format_memory(p.output_bytes), format_memory(p.total_output_bytes)));
+    const bool micros = o.has(Field::kMicros);
+    if (micros) attrs.push_back(self_total(acc, format_time(p.exec_micros), format_time(p.total_exec_micros)));
+    if (micros || o.has(Field::kAcceleratorMicros))
+      attrs.push_back(
+          self_total(acc, format_time(p.accelerator_exec_micros), format_time(p.total_accelerator_exec_micros)));
+    if (micros || o.has(Field::kCpuMicros))
+      attrs.push_back(self_total(acc, format_time(p.cpu_exec_micros), format_time(p.total_cpu_exec_micros)));
+    if (o.has(Field::kParams))
+      attrs.push_back(self_total(acc, format_number(p.parameters), format_number(p.total_parameters) + " params"));
+    if (o.has(Field::kFloatOps))
+      attrs.push_back(self_total(acc, format_number(p.float_ops), format_number(p.total_float_ops) + " flops"));
+    const MultiExtra& x = extras[e];
+    if (o.has(Field::kDevice) && !x.devices.empty())
+      attrs.push_back(join(std::vector<std::string>(x.devices.begin(), x.devices.end()), "|"));
+    if (o.has(Field::kOpTypes))
+      attrs.push_back(join(std::vector<std::string>(x.op_types.begin(), x.op_types.end()), "|"));
+    if (o.has(Field::kOccurrence)) attrs.emplace_back("occurrence N/A in code view");
+    if (o.has(Field::kInputShapes)) attrs.emplace_back("input_shapes N/A in code view");
+    return std::string(indent, ' ') + p.name + " (" + join(attrs, ", ") + ")\n";
+  }
+
+  std::vector<int32_t> print(const std::vector<int32_t>& roots, int depth, int last_indent) {
+    std::vector<int32_t> shown;
+    for (int32_t e : roots) {
+      if ((!o.trim.empty() && o.trim.matches(tree.entries[e].name)) || depth > o.max_depth) continue;
+      const bool show = e == 0 || (passes_floors(protos[e], o, depth) && passes_names(protos[e].name, o));
+      const int indent = show ? last_indent + 2 : last_indent;
+      std::vector<int32_t> shown_children = print(show_children[e], depth + 1, indent);
+      if (show) {
+        sort_by_order(shown_children, protos, o.order_by);
+        show_children[e] = std::move(shown_children);
+        lines[e] = format_line(e, last_indent);
+        shown.push_back(e);
+      } else {
+        shown.insert(shown.end(), shown_children.begin(), shown_children.end());
+      }
+    }
+    return shown;
+  }
+
+  void format(int32_t e, std::string& text, MultiGraphNodeProto& out, std::vector<int32_t>& displayed) {
+    for (int32_t c : show_children[e]) {
+      text += lines[c];
+      displayed.insert(displayed.end(), tree.entries[c].nodes.begin(), tree.entries[c].nodes.end());
+      MultiGraphNodeProto child = protos[c];
+      format(c, text, child, displayed);
+      out.children.push_back(std::move(child));
+    }
+  }
+
+  MultiViewResult run(std::ostream& log) {
+    if (o.account_displayed_op_only) log << "Note: code view ignores account_displayed_op_only\n";
+    snapshot_multi_node(protos[0], extras[0], kTFProfRoot, {}, model, stats, o.account);
+    reset_totals(protos[0]);
+    std::vector<int32_t> roots = account_lines(tree.entries[0].children);
+    for (int32_t e : roots) aggregate_totals(protos[0], protos[e]);
+    if (!o.start.is_all()) roots = search_root(roots);
+    show_children[0] = roots;
+    print({0}, 1, 0);
+    MultiViewResult result;
+    result.text = multi_legend(o) + lines[0];
+    result.root = protos[0];
+    format(0, result.text, result.root, result.displayed);
+    return result;
+  }
+};
+
+}  // namespace
+
+std::string code_trace_name(const SourceLocation& location) {
+  std::string_view file = location.file;
+  if (size_t slash = file.rfind('/'); slash != std::string_view::npos) file = file.substr(slash + 1);
+  std::string function = bare_function_name(location.function);
+  if (function.size() >= 20) function = function.substr(0, 17) + "...";
+  return std::string(file) + ":" + std::to_string(location.line) + ":" + function;
+}
+
+CodeTree build_code_tree(const ProfileModel& model) {
+  CodeTree tree;
+  tree.entries.push_back({std::string(kTFProfRoot), {}, {}});
+  std::map<std::string, int32_t> line_of;  // root's children by name
+  auto child = [&](const std::string& name) {
+    auto [it, inserted] = line_of.emplace(name, static_cast<int32_t>(tree.entries.size()));
+    if (inserted) {
+      tree.entries.push_back({name, {}, {}});
+      tree.entries[0].children.push_back(it->second);
+    }
+    return it->second;
+  };
+  std::vector<int32_t> by_name(model.nodes.size());
+  for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = static_cast<int32_t>(i);
+  std::sort(by_name.begin(), by_name.end(),
+            [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+
+  std::map<std::string_view, std::vector<int32_t>> gradients;  // forward name -> gradient nodes
+  std::map<std::string_view, int32_t> forwards;
+  for (int32_t index : by_name) {
+    const ModelNode& node = model.nodes[index];
+    if (node.location.file.empty()) continue;
+    std::string_view forward;
+    if (forward_name_of_gradient(node.name, &forward)) {
+      gradients[forward].push_back(index);
+      continue;
+    }
+    forwards[node.name] = index;
+    tree.entries[child(code_trace_name(node.location))].nodes.push_back(index);
+  }
+  for (const auto& [forward, grads] : gradients) {
+    auto it = forwards.find(forward);
+    if (it == forwards.end()) {
+      ++tree.unaccounted_gradients;
+      continue;
+    }
+    const int32_t line = child(code_trace_name(model.nodes[it->second].location) + std::string(kGradientSuffix));
+    auto& nodes = tree.entries[line].nodes;
+    nodes.insert(nodes.end(), grads.begin(), grads.end());
+  }
+  for (CodeTree::Entry& e : tree.entries)
+    std::sort(e.nodes.begin(), e.nodes.end(),
+              [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+  return tree;
+}
+
+MultiViewResult show_code(const CodeTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                          const ViewOptions& options, std::ostream& log) {
+  return CodeQuery(tree, model, stats, options).run(log);
+}
+
+}  // namespace stepscope::tfprof

@@ -1,0 +1,183 @@
+#include "stepscope/profiler/tfprof/format.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "stepscope/profiler/tfprof/view_options.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+std::string printf_string(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+constexpr std::string_view kTotalMicrosHelp =
+    "total execution time: Sum of accelerator execution time and cpu execution time.";
+constexpr std::string_view kAccMicrosHelp =
+    "accelerator execution time: Time spent executing on the accelerator. This is normally measured by the "
+    "actual hardware library.";
+constexpr std::string_view kCpuHelp =
+    "cpu execution time: The time from the start to the end of the operation. It's the sum of actual cpu run "
+    "time plus the time that it spends waiting if part of computation is launched asynchronously.";
+constexpr std::string_view kBytesHelp = "requested bytes: The memory requested by the operation, accumulatively.";
+constexpr std::string_view kPeakBytesHelp =
+    "peak bytes: The peak amount of memory that the operation is holding at some point.";
+constexpr std::string_view kResidualBytesHelp =
+    "residual bytes: The memory not de-allocated after the operation finishes.";
+constexpr std::string_view kOutputBytesHelp =
+    "output bytes: The memory that is output from the operation (not necessarilty allocated by the operation)";
+constexpr std::string_view kOccurrenceHelp = "occurrence: The number of times it occurs";
+constexpr std::string_view kInputShapesHelp = "input shape: The shape of input tensors";
+constexpr std::string_view kDeviceHelp = "device: which device is placed on.";
+constexpr std::string_view kFloatOpsHelp =
+    "flops: Number of float operations. Note: Please read the implementation for the math behind it.";
+constexpr std::string_view kParamsHelp = "param: Number of parameters (in the Variable).";
+constexpr std::string_view kTensorValueHelp = "tensor_value: Not supported now.";
+constexpr std::string_view kOpTypesHelp =
+    "op_types: The attributes of the operation, includes the Kernel name device placed on and user-defined "
+    "strings.";
+
+constexpr std::string_view kScopeHelp =
+    "scope: The nodes in the model graph are organized by their names, which is hierarchical like filesystem.";
+constexpr std::string_view kGraphHelp =
+    "graph: The nodes in the model graph are organized by their operation input and output.";
+constexpr std::string_view kCodeHelp =
+    "code: When python trace is available, the nodes are python lines and their are organized by the python "
+    "call stack.";
+constexpr std::string_view kOpHelp =
+    "op: The nodes are operation kernel type, such as MatMul, Conv2D. Graph nodes belonging to the same type are "
+    "aggregated together.";
+constexpr std::string_view kAdviseHelp = "advise: Automatically profile and discover issues. (Experimental)";
+
+}  // namespace
+
+std::string format_number(int64_t n) {
+  if (n < 1000) return std::to_string(n);
+  if (n < 1000000) return printf_string("%.2fk", n / 1000.0);
+  if (n < 1000000000) return printf_string("%.2fm", n / 1000000.0);
+  return printf_string("%.2fb", n / 1000000000.0);
+}
+
+std::string format_time(int64_t micros) {
+  if (micros < 1000) return std::to_string(micros) + "us";
+  if (micros < 1000000) return printf_string("%.2fms", micros / 1000.0);
+  return printf_string("%.2fsec", micros / 1000000.0);
+}
+
+std::string format_memory(int64_t bytes) {
+  if (bytes < 1000) return std::to_string(bytes) + "B";
+  if (bytes < 1000000) return printf_string("%.2fKB", bytes / 1000.0);
+  return printf_string("%.2fMB", bytes / 1000000.0);
+}
+
+std::string format_dims(std::span<const int64_t> dims) {
+  std::string out;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += 'x';
+    out += std::to_string(dims[i]);
+  }
+  return out;
+}
+
+std::string query_doc(std::string_view cmd, uint32_t select) {
+  std::string_view cmd_help;
+  std::string unknown;
+  // TensorFlow prints the scope help for the graph view too (a slip); the graph's own is used here.
+  if (cmd == "scope")
+    cmd_help = kScopeHelp;
+  else if (cmd == "graph")
+    cmd_help = kGraphHelp;
+  else if (cmd == "code")
+    cmd_help = kCodeHelp;
+  else if (cmd == "op")
+    cmd_help = kOpHelp;
+  else if (cmd == "advise")
+    cmd_help = kAdviseHelp;
+  else
+    cmd_help = unknown = "Unknown command: " + std::string(cmd);
+
+  // TensorFlow keeps select in a std::set: the helps come in alphabetical order of the names.
+  struct Help {
+    std::string_view name;
+    Field field;
+  };
+  static constexpr Help kAlphabetical[] = {
+      {"accelerator_micros", Field::kAcceleratorMicros},
+      {"bytes", Field::kBytes},
+      {"cpu_micros", Field::kCpuMicros},
+      {"device", Field::kDevice},
+      {"float_ops", Field::kFloatOps},
+      {"input_shapes", Field::kInputShapes},
+      {"micros", Field::kMicros},
+      {"occurrence", Field::kOccurrence},
+      {"op_types", Field::kOpTypes},
+      {"output_bytes", Field::kOutputBytes},
+      {"params", Field::kParams},
+      {"peak_bytes", Field::kPeakBytes},
+      {"residual_bytes", Field::kResidualBytes},
+      {"tensor_value", Field::kTensorValue},
+  };
+  std::vector<std::string> helps;
+  for (const Help& h : kAlphabetical) {
+    if (!((select >> static_cast<int>(h.field)) & 1u)) continue;
+    switch (h.field) {
+      case Field::kBytes:
+        helps.emplace_back(kBytesHelp);
+        break;
+      case Field::kMicros:
+        helps.push_back(std::string(kTotalMicrosHelp) + "\n" + std::string(kCpuHelp) + "\n" +
+                        std::string(kAccMicrosHelp));
+        break;
+      case Field::kParams:
+        helps.emplace_back(kParamsHelp);
+        break;
+      case Field::kFloatOps:
+        helps.emplace_back(kFloatOpsHelp);
+        break;
+      case Field::kTensorValue:
+        helps.emplace_back(kTensorValueHelp);
+        break;
+      case Field::kDevice:
+        helps.emplace_back(kDeviceHelp);
+        break;
+      case Field::kOpTypes:
+        helps.emplace_back(kOpTypesHelp);
+        break;
+      case Field::kOccurrence:
+        helps.emplace_back(kOccurrenceHelp);
+        break;
+      case Field::kInputShapes:
+        helps.emplace_back(kInputShapesHelp);
+        break;
+      case Field::kAcceleratorMicros:
+        helps.emplace_back(kAccMicrosHelp);
+        break;
+      case Field::kCpuMicros:
+        helps.emplace_back(kCpuHelp);
+        break;
+      case Field::kPeakBytes:
+        helps.emplace_back(kPeakBytesHelp);
+        break;
+      case Field::kResidualBytes:
+        helps.emplace_back(kResidualBytesHelp);
+        break;
+      case Field::kOutputBytes:
+        helps.emplace_back(kOutputBytesHelp);
+        break;
+    }
+  }
+  std::string doc = "\nDoc:\n";
+  doc += cmd_help;
+  doc += '\n';
+  for (size_t i = 0; i < helps.size(); ++i) {
+    if (i) doc += '\n';
+    doc += helps[i];
+  }
+  doc += "\n\n";
+  return doc;
+}
+
+}  // namespace stepscope::tfprof

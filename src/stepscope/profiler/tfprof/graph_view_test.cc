@@ -1,0 +1,135 @@
+// The graph view (tfprof_graph.cc): a node's children are its inputs, each node is shown once,
+// an unaccounted node passes its accounted inputs up.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/tfprof/tfprof_test_util.h"
+
+namespace stepscope {
+namespace {
+
+using tfprof::testing::tf_test_model;
+
+ProfileOptions graph_options(std::vector<std::string> account, std::vector<std::string> select) {
+  ProfileOptions o = ProfileOptionBuilder().with_empty_output().build();
+  o.account_type_regexes = std::move(account);
+  o.select = std::move(select);
+  return o;
+}
+
+class GraphViewTest : public ::testing::Test {
+ protected:
+  GraphViewTest() : model_(tf_test_model()), profiler_(model_->graph) {
+    profiler_.set_log(&log_);
+    profiler_.add_step(0, model_->run_metadata);
+  }
+  std::unique_ptr<tfprof::testing::TfTestModel> model_;
+  Profiler profiler_;
+  std::ostringstream log_;
+};
+
+TEST_F(GraphViewTest, InputsAreChildren) {
+  auto o = graph_options({".*"}, {"cpu_micros"});
+  o.max_depth = 4;
+  EXPECT_EQ(profiler_.profile_graph(o).text,
+            "node name | cpu execution time\n"
+            "_TFProfRoot (--/4.50ms)\n"
+            "  Conv2D_1 (419us/4.50ms)\n"
+            "    Conv2D (4.07ms/4.07ms)\n"
+            "      DW/read (0us/2us)\n"
+            "      zeros (2us/2us)\n"
+            "    DW2/read (0us/11us)\n"
+            "      DW2 (11us/11us)\n"
+            "  DW/Assign (0us/0us)\n"
+            "    DW/Initializer/random_normal (0us/0us)\n"
+            "      DW/Initializer/random_normal/mean (0us/0us)\n"
+            "      DW/Initializer/random_normal/mul (0us/0us)\n"
+            "  DW2/Assign (0us/0us)\n"
+            "    DW2/Initializer/random_normal (0us/0us)\n"
+            "      DW2/Initializer/random_normal/mean (0us/0us)\n"
+            "      DW2/Initializer/random_normal/mul (0us/0us)\n"
+            "  ScalarW/Assign (0us/0us)\n"
+            "    ScalarW (0us/0us)\n"
+            "    ScalarW/Initializer/random_normal (0us/0us)\n"
+            "      ScalarW/Initializer/random_normal/mean (0us/0us)\n"
+            "      ScalarW/Initializer/random_normal/mul (0us/0us)\n"
+            "  ScalarW/read (0us/0us)\n"
+            "  init (0us/0us)\n");
+}
+
+TEST_F(GraphViewTest, UnaccountedNodesPassTheirInputsUp) {
+  auto o = graph_options({"VariableV2"}, {"params", "op_types"});
+  GraphProfile p = profiler_.profile_graph(o);
+  EXPECT_EQ(p.text,
+            "node name | # parameters | op types\n"
+            "_TFProfRoot (--/451 params, _TFGraphParent)\n"
+            "  DW (3x3x3x6, 162/162 params, /job:localhost/replica:0/task:0/device:cpu:0|VariableV2|"
+            "_trainable_variables)\n"
+            "  DW2 (2x2x6x12, 288/288 params, /job:localhost/replica:0/task:0/device:cpu:0|VariableV2|"
+            "_trainable_variables)\n"
+            "  ScalarW (1, 1/1 params, VariableV2|_trainable_variables)\n");
+  ASSERT_EQ(p.root.children.size(), 3u);
+  EXPECT_EQ(p.root.total_definition_count, 3);
+}
+
+TEST_F(GraphViewTest, StartAndTrim) {
+  auto o = graph_options({".*"}, {"micros"});
+  o.start_name_regexes = {"Conv2D"};
+  o.trim_name_regexes = {".*read"};
+  EXPECT_EQ(profiler_.profile_graph(o).text,
+            "node name | total execution time | accelerator execution time | cpu execution time\n"
+            "_TFProfRoot (--/4.91ms, --/404us, --/4.50ms)\n"
+            "  Conv2D (4.29ms/4.30ms, 226us/226us, 4.07ms/4.07ms)\n"
+            "    DW/read (0us/2us, 0us/0us, 0us/2us)\n"
+            "    zeros (2us/2us, 0us/0us, 2us/2us)\n");
+}
+
+TEST_F(GraphViewTest, InputShapesAndOccurrence) {
+  auto o = graph_options({"Conv2D"}, {"occurrence", "input_shapes", "float_ops"});
+  EXPECT_EQ(profiler_.profile_graph(o).text,
+            "node name | # float_ops | op count (run|defined) | input shapes\n"
+            "_TFProfRoot (--/10.44k flops, --/2|--/2, )\n"
+            "  Conv2D_1 (4.61k/10.44k flops, 1/2|1/2, 0:2x3x3x6|1:2x2x6x12)\n"
+            "    Conv2D (5.83k/5.83k flops, 1/1|1/1, 0:2x6x6x3|1:3x3x3x6)\n");
+}
+
+}  // namespace
+}  // namespace stepscope
+
+namespace stepscope {
+namespace {
+
+// float_ops: a node's FLOP rule times its runs in the step; a node that never ran in any step
+// keeps its static count (TensorFlow's TFGraphNode::float_ops).
+TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
+  Graph g;
+  Node* a = tfprof::testing::add_node(g, "a", "MatMul", {}, Shape{2, 2}, 100);
+  tfprof::testing::add_node(g, "b", "MatMul", {a}, Shape{2, 2}, 40);
+  Node* c = tfprof::testing::add_node(g, "c", "MatMul", {}, Shape{2, 2}, 7);
+  RunMetadata md;
+  tfprof::testing::add_exec(md, *a, tfprof::testing::kCpu, {.start_us = 5, .duration_us = 1});
+  tfprof::testing::add_exec(md, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
+  Profiler p(g);
+  auto o = graph_options({".*"}, {"float_ops"});
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
+            "  c (7/7 flops)\n");
+  p.add_step(0, md);
+  p.add_step(1, md);
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
+            "  c (7/7 flops)\n");
+  // Step 2: a did not run (0 float ops there), b never ran (its static count everywhere).
+  RunMetadata only_c;
+  tfprof::testing::add_exec(only_c, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
+  p.add_step(2, only_c);
+  o.step = 2;
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/47 flops)\n  b (40/40 flops)\n    a (0/0 flops)\n"
+            "  c (7/7 flops)\n");
+}
+
+}  // namespace
+}  // namespace stepscope

@@ -1,0 +1,287 @@
+// ProfileOptions (defaults, ToString, validation with tfprof's error texts), ProfileOptionBuilder
+// (defaults, presets, setters) and tfprof's number formatting.
+#include "stepscope/profiler/tfprof/options.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "stepscope/base/error.h"
+#include "stepscope/graph/graph.h"
+#include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/option_builder.h"
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/tfprof/view_options.h"
+
+namespace stepscope {
+namespace {
+
+using V = std::vector<std::string>;
+
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const InvalidArgumentError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Format, Numbers) {
+  using namespace tfprof;
+  EXPECT_EQ(format_number(0), "0");
+  EXPECT_EQ(format_number(999), "999");
+  EXPECT_EQ(format_number(1000), "1.00k");
+  EXPECT_EQ(format_number(1280), "1.28k");
+  EXPECT_EQ(format_number(930580), "930.58k");
+  EXPECT_EQ(format_number(999999), "1000.00k");
+  EXPECT_EQ(format_number(1000000), "1.00m");
+  EXPECT_EQ(format_number(1234567890), "1.23b");
+  EXPECT_EQ(format_time(0), "0us");
+  EXPECT_EQ(format_time(999), "999us");
+  EXPECT_EQ(format_time(4293), "4.29ms");
+  EXPECT_EQ(format_time(1370000), "1.37sec");
+  EXPECT_EQ(format_memory(999), "999B");
+  EXPECT_EQ(format_memory(1280), "1.28KB");
+  EXPECT_EQ(format_memory(14592), "14.59KB");
+  EXPECT_EQ(format_memory(2560000), "2.56MB");
+  EXPECT_EQ(format_memory(5000000000), "5000.00MB");  // no GB
+  EXPECT_EQ(format_dims(std::vector<int64_t>{3, 3, 3, 6}), "3x3x3x6");
+  EXPECT_EQ(format_dims(std::vector<int64_t>{-1, 784}), "-1x784");
+}
+
+TEST(Format, QueryDocListsTheSelectedFieldsAlphabetically) {
+  tfprof::RegexCache cache;
+  ProfileOptions o;
+  o.select = {"params", "bytes", "occurrence"};
+  const auto v = tfprof::resolve_options(o, cache);
+  EXPECT_EQ(tfprof::query_doc("op", v.select),
+            "\nDoc:\nop: The nodes are operation kernel type, such as MatMul, Conv2D. Graph nodes belonging to the "
+            "same type are aggregated together.\n"
+            "requested bytes: The memory requested by the operation, accumulatively.\n"
+            "occurrence: The number of times it occurs\n"
+            "param: Number of parameters (in the Variable).\n\n");
+}
+
+TEST(ProfileOptions, DefaultsAreTensorFlowsBuildOptions) {
+  ProfileOptions o;
+  EXPECT_EQ(o.max_depth, 10);
+  EXPECT_EQ(o.min_bytes, 0);
+  EXPECT_EQ(o.step, -1);
+  EXPECT_EQ(o.order_by, "name");
+  EXPECT_TRUE(o.account_type_regexes.empty());
+  EXPECT_TRUE(o.show_name_regexes.empty());
+  EXPECT_FALSE(o.account_displayed_op_only);
+  EXPECT_TRUE(o.select.empty());
+  EXPECT_EQ(o.output, "stdout");
+}
+
+TEST(ProfileOptions, ToString) {
+  ProfileOptions o = ProfileOptionBuilder::time_and_memory();
+  o.select = {"micros", "bytes", "micros"};
+  o.output = "file:outfile=/tmp/x";
+  EXPECT_EQ(o.to_string(),
+            "-max_depth                  10000\n"
+            "-min_bytes                  1\n"
+            "-min_peak_bytes             0\n"
+            "-min_residual_bytes         0\n"
+            "-min_output_bytes           0\n"
+            "-min_micros                 1\n"
+            "-min_accelerator_micros     0\n"
+            "-min_cpu_micros             0\n"
+            "-min_params                 0\n"
+            "-min_float_ops              0\n"
+            "-min_occurrence             0\n"
+            "-step                       -1\n"
+            "-order_by                   micros\n"
+            "-account_type_regexes       .*\n"
+            "-start_name_regexes         .*\n"
+            "-trim_name_regexes          \n"
+            "-show_name_regexes          .*\n"
+            "-hide_name_regexes          \n"
+            "-account_displayed_op_only  true\n"
+            "-select                     bytes,micros\n"
+            "-output                     file:outfile=/tmp/x\n");
+  // dump_to_file (deprecated) replaces the output.
+  o.dump_to_file = "/tmp/d";
+  EXPECT_NE(o.to_string().find("-output                     file:outfile=/tmp/d\n"), std::string::npos);
+}
+
+TEST(ProfileOptions, ParseOutput) {
+  EXPECT_EQ(parse_profile_output("").type, "stdout");
+  EXPECT_EQ(parse_profile_output("none").type, "none");
+  auto t = parse_profile_output("timeline:outfile=/tmp/a=b");
+  EXPECT_EQ(t.type, "timeline");
+  EXPECT_EQ(t.options.at("outfile"), "/tmp/a=b");
+  EXPECT_EQ(error_of([] { parse_profile_output("html"); }),
+            "E.g. Unknown output type: html, Valid types: file,none,pprof,stdout,timeline");
+  EXPECT_EQ(error_of([] { parse_profile_output("html:outfile=x"); }),
+            "E.g. Unknown output type: html, Valid types: file,none,pprof,stdout,timeline");
+  EXPECT_EQ(error_of([] { parse_profile_output("file"); }),
+            "Missing required output_options for file\nE.g. -output file:outfile=...");
+  EXPECT_EQ(error_of([] { parse_profile_output("timeline:"); }),
+            "Missing required output_options for timeline\nE.g. -output timeline:outfile=...");
+  EXPECT_EQ(error_of([] { parse_profile_output("file:out=x"); }), "Unrecognized options out for output_type: file");
+  EXPECT_EQ(error_of([] { parse_profile_output("stdout:outfile=x"); }),
+            "Unrecognized options outfile for output_type: stdout");
+  EXPECT_EQ(error_of([] { parse_profile_output("file:outfile"); }),
+            "Visualize format: -output timeline:key=value,key=value,...");
+}
+
+TEST(ProfileOptions, Validation) {
+  ProfileOptions o = ProfileOptionBuilder().build();
+  EXPECT_NO_THROW(validate_profile_options(o));
+  o.order_by = "time";
+  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-order_by' value: 'time'");
+  o = ProfileOptionBuilder().select({"micros", "flops"}).build();
+  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-select' value: 'micros,flops'");
+  o = ProfileOptionBuilder().with_node_names({.hide = V{"ok", "(["}}).build();
+  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-hide_name_regexes' value: '(['");
+  o = ProfileOptionBuilder().with_accounted_types({"*"}).build();
+  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-account_type_regexes' value: '*'");
+  o = ProfileOptionBuilder().with_file_output("").build();  // "file:outfile=": the value is missing
+  EXPECT_EQ(error_of([&] { validate_profile_options(o); }),
+            "Visualize format: -output timeline:key=value,key=value,...");
+  // Every value of order_by and select is accepted.
+  for (auto order : kProfileOrderBy)
+    EXPECT_NO_THROW(validate_profile_options(ProfileOptionBuilder().order_by(std::string(order)).build()));
+  o = ProfileOptionBuilder().select(V(kProfileSelect.begin(), kProfileSelect.end())).build();
+  EXPECT_NO_THROW(validate_profile_options(o));
+}
+
+TEST(ProfileOptions, TheViewsThrowOnInvalidOptions) {
+  Graph g;
+  Profiler profiler(g);
+  std::ostringstream out;
+  profiler.set_stdout(&out);
+  auto o = ProfileOptionBuilder().order_by("bogus").build();
+  EXPECT_THROW(profiler.profile_name_scope(o), InvalidArgumentError);
+  EXPECT_THROW(profiler.profile_graph(o), InvalidArgumentError);
+  EXPECT_THROW(profiler.profile_operations(o), InvalidArgumentError);
+  EXPECT_THROW(profiler.profile_code(o), InvalidArgumentError);
+  EXPECT_EQ(out.str(), "");  // nothing printed before the error
+}
+
+TEST(ProfileOptionBuilder, Defaults) {
+  ProfileOptions o = ProfileOptionBuilder().build();
+  EXPECT_EQ(o.max_depth, 100);
+  EXPECT_EQ(o.min_bytes, 0);
+  EXPECT_EQ(o.min_micros, 0);
+  EXPECT_EQ(o.min_params, 0);
+  EXPECT_EQ(o.min_float_ops, 0);
+  EXPECT_EQ(o.min_occurrence, 0);
+  EXPECT_EQ(o.order_by, "name");
+  EXPECT_EQ(o.account_type_regexes, V{".*"});
+  EXPECT_EQ(o.start_name_regexes, V{".*"});
+  EXPECT_EQ(o.trim_name_regexes, V{});
+  EXPECT_EQ(o.show_name_regexes, V{".*"});
+  EXPECT_EQ(o.hide_name_regexes, V{});
+  EXPECT_FALSE(o.account_displayed_op_only);
+  EXPECT_EQ(o.select, V{"micros"});
+  EXPECT_EQ(o.step, -1);
+  EXPECT_EQ(o.output, "stdout");
+}
+
+TEST(ProfileOptionBuilder, Presets) {
+  ProfileOptions p = ProfileOptionBuilder::trainable_variables_parameter();
+  EXPECT_EQ(p.max_depth, 10000);
+  EXPECT_EQ(p.min_float_ops, 0);
+  EXPECT_EQ(p.order_by, "name");
+  EXPECT_EQ(p.account_type_regexes, V{"_trainable_variables"});
+  EXPECT_TRUE(p.account_displayed_op_only);
+  EXPECT_EQ(p.select, V{"params"});
+  EXPECT_EQ(p.start_name_regexes, V{".*"});
+  EXPECT_EQ(p.show_name_regexes, V{".*"});
+  EXPECT_EQ(p.output, "stdout");
+
+  ProfileOptions f = ProfileOptionBuilder::float_operation();
+  EXPECT_EQ(f.max_depth, 10000);
+  EXPECT_EQ(f.min_float_ops, 1);
+  EXPECT_EQ(f.order_by, "float_ops");
+  EXPECT_EQ(f.account_type_regexes, V{".*"});
+  EXPECT_TRUE(f.account_displayed_op_only);
+  EXPECT_EQ(f.select, V{"float_ops"});
+
+  ProfileOptions t = ProfileOptionBuilder::time_and_memory();
+  EXPECT_EQ(t.max_depth, 10000);
+  EXPECT_EQ(t.min_micros, 1);
+  EXPECT_EQ(t.min_bytes, 1);
+  EXPECT_EQ(t.min_accelerator_micros, 0);
+  EXPECT_EQ(t.min_cpu_micros, 0);
+  EXPECT_EQ(t.min_peak_bytes, 0);
+  EXPECT_EQ(t.min_residual_bytes, 0);
+  EXPECT_EQ(t.min_output_bytes, 0);
+  EXPECT_EQ(t.order_by, "micros");
+  EXPECT_TRUE(t.account_displayed_op_only);
+  EXPECT_EQ(t.select, (V{"micros", "bytes"}));
+  t = ProfileOptionBuilder::time_and_memory(5, 6, 7, 8, 9, 10, 11);
+  EXPECT_EQ(t.min_micros, 5);
+  EXPECT_EQ(t.min_bytes, 6);
+  EXPECT_EQ(t.min_accelerator_micros, 7);
+  EXPECT_EQ(t.min_cpu_micros, 8);
+  EXPECT_EQ(t.min_peak_bytes, 9);
+  EXPECT_EQ(t.min_residual_bytes, 10);
+  EXPECT_EQ(t.min_output_bytes, 11);
+}
+
+TEST(ProfileOptionBuilder, Setters) {
+  ProfileOptions o = ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory())
+                         .with_max_depth(4)
+                         .with_min_memory(1, 2, 3, 4)
+                         .with_min_execution_time(5, 6, 7)
+                         .with_min_parameters(8)
+                         .with_min_occurrence(9)
+                         .with_min_float_operations(10)
+                         .with_accounted_types({"MatMul"})
+                         .with_node_names(V{"s"}, V{"sh"}, V{"h"}, V{"t"})
+                         .account_displayed_op_only(false)
+                         .order_by("bytes")
+                         .select({"bytes"})
+                         .with_step(3)
+                         .with_file_output("/tmp/f")
+                         .build();
+  EXPECT_EQ(o.max_depth, 4);
+  EXPECT_EQ(o.min_bytes, 1);
+  EXPECT_EQ(o.min_peak_bytes, 2);
+  EXPECT_EQ(o.min_residual_bytes, 3);
+  EXPECT_EQ(o.min_output_bytes, 4);
+  EXPECT_EQ(o.min_micros, 5);
+  EXPECT_EQ(o.min_accelerator_micros, 6);
+  EXPECT_EQ(o.min_cpu_micros, 7);
+  EXPECT_EQ(o.min_params, 8);
+  EXPECT_EQ(o.min_occurrence, 9);
+  EXPECT_EQ(o.min_float_ops, 10);
+  EXPECT_EQ(o.account_type_regexes, V{"MatMul"});
+  EXPECT_EQ(o.start_name_regexes, V{"s"});
+  EXPECT_EQ(o.show_name_regexes, V{"sh"});
+  EXPECT_EQ(o.hide_name_regexes, V{"h"});
+  EXPECT_EQ(o.trim_name_regexes, V{"t"});
+  EXPECT_FALSE(o.account_displayed_op_only);
+  EXPECT_EQ(o.order_by, "bytes");
+  EXPECT_EQ(o.select, V{"bytes"});
+  EXPECT_EQ(o.step, 3);
+  EXPECT_EQ(o.output, "file:outfile=/tmp/f");
+
+  // with_node_names replaces only the lists given.
+  o = ProfileOptionBuilder().with_node_names({.hide = V{"x"}}).build();
+  EXPECT_EQ(o.start_name_regexes, V{".*"});
+  EXPECT_EQ(o.hide_name_regexes, V{"x"});
+  EXPECT_EQ(ProfileOptionBuilder().with_empty_output().build().output, "none");
+  EXPECT_EQ(ProfileOptionBuilder().with_empty_output().with_stdout_output().build().output, "stdout");
+  EXPECT_EQ(ProfileOptionBuilder().with_timeline_output("/tmp/t.json").build().output, "timeline:outfile=/tmp/t.json");
+  EXPECT_EQ(ProfileOptionBuilder().with_pprof_output("/tmp/p.pb.gz").build().output, "pprof:outfile=/tmp/p.pb.gz");
+  // with_min_bytes is with_min_memory.
+  o = ProfileOptionBuilder().with_min_bytes(100).build();
+  EXPECT_EQ(o.min_bytes, 100);
+  EXPECT_EQ(o.min_peak_bytes, 0);
+  // build() returns a copy: the builder keeps its own.
+  ProfileOptionBuilder b;
+  ProfileOptions first = b.build();
+  b.with_max_depth(1);
+  EXPECT_EQ(first.max_depth, 100);
+  EXPECT_EQ(b.build().max_depth, 1);
+}
+
+}  // namespace
+}  // namespace stepscope

@@ -1,0 +1,331 @@
+#include "stepscope/profiler/tfprof/profile_io.h"
+
+#include <zlib.h>
+
+#include "stepscope/base/error.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void u8(uint8_t v) { out_ += static_cast<char>(v); }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_ += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      out_ += static_cast<char>((v & 0x7f) | 0x80);
+      v >>= 7;
+    }
+    out_ += static_cast<char>(v);
+  }
+  void zz(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void str(std::string_view s) {
+    varint(s.size());
+    out_.append(s);
+  }
+  void dims(const std::vector<int64_t>& d) {
+    varint(d.size());
+    for (int64_t x : d) zz(x);
+  }
+
+ private:
+  std::string& out_;
+};
+
+class Reader {
+ public:
+  Reader(std::string_view bytes, const std::string& path) : bytes_(bytes), path_(path) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw DataLossError("corrupt profile file '" + path_ + "': " + what);
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+  uint8_t u8() {
+    need(1);
+    return static_cast<uint8_t>(bytes_[pos_++]);
+  }
+  uint32_t u32() {
+    need(4);
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(bytes_[pos_ + i])) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = u8();
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    fail("bad varint");
+  }
+  int64_t zz() {
+    const uint64_t v = varint();
+    return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
+  }
+  // A count of items each taking at least one byte: bounded by what is left.
+  size_t count() {
+    const uint64_t n = varint();
+    if (n > bytes_.size() - pos_) fail("a count exceeds the data");
+    return static_cast<size_t>(n);
+  }
+  std::string str() {
+    const size_t n = count();
+    std::string s(bytes_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  std::vector<int64_t> dims() {
+    std::vector<int64_t> d(count());
+    for (int64_t& x : d) x = zz();
+    return d;
+  }
+  std::string_view take(size_t n) {
+    need(n);
+    std::string_view s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  void need(size_t n) const {
+    if (n > bytes_.size() - pos_) fail("truncated");
+  }
+  std::string_view bytes_;
+  const std::string& path_;
+  size_t pos_ = 0;
+};
+
+std::string chunk(char tag, const std::string& payload) {
+  std::string out;
+  out.reserve(payload.size() + 9);
+  Writer w(out);
+  w.u8(static_cast<uint8_t>(tag));
+  w.u32(static_cast<uint32_t>(payload.size()));
+  out += payload;
+  w.u32(static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size())));
+  return out;
+}
+
+}  // namespace
+
+std::string encode_header() {
+  std::string out(kProfileMagic);
+  Writer(out).u32(kProfileFormatVersion);
+  return out;
+}
+
+std::string encode_model_chunk(const ProfileModel& model) {
+  std::string p;
+  p.reserve(model.nodes.size() * 96);
+  Writer w(p);
+  w.varint(model.nodes.size());
+  for (const ModelNode& n : model.nodes) {
+    w.str(n.name);
+    w.str(n.op);
+    w.str(n.location.file);
+    w.varint(static_cast<uint64_t>(n.location.line < 0 ? 0 : n.location.line));
+    w.str(n.location.function);
+    w.zz(n.graph_id);
+    w.varint(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      w.varint(static_cast<uint64_t>(n.inputs[i]));
+      w.zz(n.input_slots[i]);
+    }
+    w.varint(n.trainable ? 1 : 0);
+    w.dims(n.shape);
+    w.zz(n.parameters);
+    w.zz(n.static_float_ops);
+    w.str(n.data_format);
+  }
+  return chunk('M', p);
+}
+
+std::string encode_state_chunk(const ProfileModel& model) {
+  std::string p;
+  Writer w(p);
+  w.varint(model.devices.size());
+  for (const std::string& d : model.device_labels) w.str(d);
+  w.varint(model.miss_accelerator_stream ? 1 : 0);
+  w.varint(model.nodes.size());
+  for (const ModelNode& n : model.nodes) {
+    w.zz(n.device);
+    w.varint(n.input_shapes.size());
+    for (const auto& s : n.input_shapes) w.dims(s);
+  }
+  return chunk('D', p);
+}
+
+std::string encode_step_chunk(int64_t step, const StepData& data) {
+  std::string p;
+  p.reserve(data.nodes.size() * 24 + data.execs.size() * 24 + 32);
+  Writer w(p);
+  w.zz(step);
+  w.zz(data.base_ns);
+  w.zz(data.base_wall_ns);
+  w.varint(data.nodes.size());
+  for (const NodeStep& r : data.nodes) {
+    w.varint(static_cast<uint64_t>(r.node));
+    w.varint(static_cast<uint64_t>(r.run_count));
+    w.zz(r.accelerator_micros);
+    w.zz(r.cpu_micros);
+    w.zz(r.requested_bytes);
+    w.zz(r.peak_bytes);
+    w.zz(r.residual_bytes);
+    w.zz(r.output_bytes);
+    w.zz(r.float_ops);
+    w.zz(r.all_start_micros);
+    w.zz(r.latest_end_micros - r.all_start_micros);
+  }
+  w.varint(data.execs.size());
+  for (const ExecRecord& e : data.execs) {
+    w.varint(static_cast<uint64_t>(e.node));
+    w.varint(static_cast<uint64_t>(e.device));
+    w.varint(e.thread_id);
+    w.zz(e.all_start_ns - data.base_ns);
+    w.zz(e.scheduled_ns - e.all_start_ns);
+    w.zz(e.op_start_rel_ns);
+    w.zz(e.op_end_rel_ns);
+    w.zz(e.all_end_rel_ns);
+  }
+  return chunk('S', p);
+}
+
+std::string encode_end_chunk(size_t num_steps) {
+  std::string p;
+  Writer(p).varint(num_steps);
+  return chunk('E', p);
+}
+
+ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
+  Reader file(bytes, path);
+  if (bytes.size() < kProfileMagic.size() || bytes.substr(0, kProfileMagic.size()) != kProfileMagic)
+    file.fail("not a stepscope profile (bad magic)");
+  file.take(kProfileMagic.size());
+  if (const uint32_t version = file.u32(); version != kProfileFormatVersion)
+    file.fail("unsupported format version " + std::to_string(version));
+
+  ProfileModel model;
+  bool have_model = false, have_state = false, ended = false;
+  size_t num_steps = 0;
+  while (!file.done()) {
+    if (ended) file.fail("data after the end chunk");
+    const char tag = static_cast<char>(file.u8());
+    const uint32_t size = file.u32();
+    const std::string_view payload = file.take(size);
+    const uint32_t crc = file.u32();
+    if (crc != static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size())))
+      file.fail(std::string("checksum mismatch in chunk '") + tag + "'");
+    Reader r(payload, path);
+    const size_t n = model.nodes.size();
+    auto node_index = [&](uint64_t v) -> int32_t {
+      if (v >= n) r.fail("node index out of range");
+      return static_cast<int32_t>(v);
+    };
+    switch (tag) {
+      case 'M': {
+        if (have_model) r.fail("two model chunks");
+        have_model = true;
+        const size_t count = r.count();
+        for (size_t i = 0; i < count; ++i) {
+          ModelNode m;
+          m.name = r.str();
+          m.op = r.str();
+          m.location.file = r.str();
+          m.location.line = static_cast<int>(r.varint());
+          m.location.function = r.str();
+          m.graph_id = static_cast<int32_t>(r.zz());
+          const size_t inputs = r.count();
+          for (size_t k = 0; k < inputs; ++k) {
+            const uint64_t producer = r.varint();
+            if (producer >= count) r.fail("input index out of range");
+            m.inputs.push_back(static_cast<int32_t>(producer));
+            m.input_slots.push_back(static_cast<int32_t>(r.zz()));
+          }
+          m.input_shapes.resize(inputs);
+          m.trainable = (r.varint() & 1) != 0;
+          m.shape = r.dims();
+          m.parameters = r.zz();
+          m.static_float_ops = r.zz();
+          m.data_format = r.str();
+          if (model.find(m.name) >= 0) r.fail("duplicate node name '" + m.name + "'");
+          model.add_node(std::move(m));
+        }
+        break;
+      }
+      case 'D': {
+        if (!have_model || have_state) r.fail("misplaced state chunk");
+        have_state = true;
+        const size_t devices = r.count();
+        for (size_t i = 0; i < devices; ++i) {
+          std::string label = r.str();
+          if (model.intern_device(label) != static_cast<int32_t>(i)) r.fail("duplicate device '" + label + "'");
+        }
+        model.miss_accelerator_stream = (r.varint() & 1) != 0;
+        if (r.count() != n) r.fail("node count mismatch");
+        for (ModelNode& m : model.nodes) {
+          const int64_t device = r.zz();
+          if (device < -1 || device >= static_cast<int64_t>(devices)) r.fail("device index out of range");
+          m.device = static_cast<int32_t>(device);
+          if (r.count() != m.inputs.size()) r.fail("input count mismatch");
+          for (auto& shape : m.input_shapes) shape = r.dims();
+        }
+        break;
+      }
+      case 'S': {
+        if (!have_state) r.fail("step chunk before the state chunk");
+        const int64_t step = r.zz();
+        if (model.steps.count(step)) r.fail("step " + std::to_string(step) + " appears twice");
+        StepData& data = model.steps[step];
+        data.base_ns = r.zz();
+        data.base_wall_ns = r.zz();
+        data.nodes.resize(r.count());
+        for (NodeStep& s : data.nodes) {
+          s.node = node_index(r.varint());
+          s.run_count = static_cast<int32_t>(r.varint());
+          s.accelerator_micros = r.zz();
+          s.cpu_micros = r.zz();
+          s.requested_bytes = r.zz();
+          s.peak_bytes = r.zz();
+          s.residual_bytes = r.zz();
+          s.output_bytes = r.zz();
+          s.float_ops = r.zz();
+          s.all_start_micros = r.zz();
+          s.latest_end_micros = s.all_start_micros + r.zz();
+        }
+        data.execs.resize(r.count());
+        for (ExecRecord& e : data.execs) {
+          e.node = node_index(r.varint());
+          const uint64_t device = r.varint();
+          if (device >= model.devices.size()) r.fail("device index out of range");
+          e.device = static_cast<int32_t>(device);
+          e.thread_id = static_cast<uint32_t>(r.varint());
+          e.all_start_ns = data.base_ns + r.zz();
+          e.scheduled_ns = e.all_start_ns + r.zz();
+          e.op_start_rel_ns = r.zz();
+          e.op_end_rel_ns = r.zz();
+          e.all_end_rel_ns = r.zz();
+        }
+        ++num_steps;
+        break;
+      }
+      case 'E':
+        if (r.varint() != num_steps) r.fail("step count mismatch");
+        ended = true;
+        break;
+      default:
+        file.fail(std::string("unknown chunk '") + tag + "'");
+    }
+    if (!r.done()) r.fail(std::string("trailing bytes in chunk '") + tag + "'");
+  }
+  if (!ended) file.fail("truncated (no end chunk)");
+  if (!have_state) file.fail("no state chunk");
+  model.recompute_derived();
+  return model;
+}
+
+}  // namespace stepscope::tfprof

@@ -1,0 +1,54 @@
+// The saved profile: a compact binary file holding a ProfileModel (graph model, devices, every
+// step's per-node statistics and execution records), so a profile reopens without its Graph.
+//
+// Layout (format version 1):
+//   "SSTFPROF"                magic, 8 bytes
+//   u32 version               little-endian, 1
+//   chunks                    each: u8 tag, u32 payload size (LE), payload, u32 CRC-32 of the
+//                             payload (zlib's crc32, LE)
+// Chunks, in this order: 'M' (the graph model), 'D' (devices and what the steps taught about the
+// nodes), one 'S' per step (ascending), 'E' (end: the number of 'S' chunks). Numbers inside
+// payloads are LEB128 varints, signed ones zigzag-encoded ("zz"); a string is a varint length
+// and its bytes.
+//   M: varint num_nodes; per node: string name, string op, string file, varint line,
+//      string function, zz graph_id, varint num_inputs, per input (varint producer, zz slot;
+//      slot -1 = control input), varint flags (bit 0: trainable), varint rank, zz dims (the
+//      variable's shape), zz parameters, zz static_float_ops, string data_format.
+//   D: varint num_devices, strings (as the steps spelled them); varint flags (bit 0: missing accelerator stream);
+//      varint num_nodes; per node: zz device, varint num_inputs, per input shape (varint size,
+//      zz dims; size 0 = unknown).
+//   S: zz step, zz base_ns, zz base_wall_ns; varint num_node_steps; per node step: varint node,
+//      varint run_count, zz accelerator_micros, zz cpu_micros, zz requested, zz peak,
+//      zz residual, zz output bytes, zz float_ops, zz all_start_micros,
+//      zz latest_end_micros - all_start_micros; varint num_execs; per exec: varint node,
+//      varint device, varint thread_id, zz all_start_ns - base_ns, zz scheduled_ns -
+//      all_start_ns, zz op_start_rel_ns, zz op_end_rel_ns, zz all_end_rel_ns.
+//   E: varint num_steps.
+// A step's chunk never changes once written, so a Profiler encodes each step once and saving
+// is writing the chunks out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "stepscope/profiler/tfprof/profile_model.h"
+
+namespace stepscope::tfprof {
+
+inline constexpr std::string_view kProfileMagic = "SSTFPROF";
+inline constexpr uint32_t kProfileFormatVersion = 1;
+
+// The file header (magic and version).
+std::string encode_header();
+// One chunk each (tag, size, payload, CRC).
+std::string encode_model_chunk(const ProfileModel& model);
+std::string encode_state_chunk(const ProfileModel& model);
+std::string encode_step_chunk(int64_t step, const StepData& data);
+std::string encode_end_chunk(size_t num_steps);
+
+// Parses a whole file; DataLossError "corrupt profile file '<path>': <what>" on anything
+// malformed (bad magic, unknown version, truncation, CRC mismatch, out-of-range indices).
+ProfileModel decode_profile(std::string_view bytes, const std::string& path);
+
+}  // namespace stepscope::tfprof

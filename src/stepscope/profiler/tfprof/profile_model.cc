@@ -1,0 +1,344 @@
+#include "stepscope/profiler/tfprof/profile_model.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "stepscope/graph/graph.h"
+#include "stepscope/profiler/node_cost.h"
+#include "stepscope/runtime/run_options.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+// Nodes TensorFlow leaves out when a step names a node the graph does not have.
+bool creatable_from_step(std::string_view name) {
+  return name != "RecvTensor" && name != "_SOURCE" && name.find("MEMCPY") == std::string_view::npos;
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+bool is_canonical_device(std::string_view d) {
+  // Full match of ".*/(device:gpu|gpu|device:cpu|cpu):\d+".
+  size_t end = d.size();
+  while (end > 0 && std::isdigit(static_cast<unsigned char>(d[end - 1]))) --end;
+  if (end == d.size() || end == 0 || d[end - 1] != ':') return false;
+  const std::string_view head = d.substr(0, end - 1);
+  return head.ends_with("/cpu") || head.ends_with("/gpu") || head.ends_with("/device:cpu") ||
+         head.ends_with("/device:gpu");
+}
+
+bool counts_as_accelerator_time(std::string_view d) { return d.find("stream:all") != std::string_view::npos; }
+
+bool is_placed_on_accelerator(std::string_view d) { return d.find("gpu") != std::string_view::npos; }
+
+std::vector<int64_t> tfprof_dims(const Shape& shape) {
+  if (!shape.known_rank()) return {};
+  if (shape.rank() == 0) return {1};
+  return shape.dim_vector();
+}
+
+void ModelNode::update_op_types(const std::vector<std::string>& devices) {
+  op_types.clear();
+  op_types.push_back(op);
+  if (device >= 0) op_types.push_back(devices[device]);
+  if (trainable) op_types.emplace_back(kTrainableVarType);
+  std::sort(op_types.begin(), op_types.end());
+  op_types.erase(std::unique(op_types.begin(), op_types.end()), op_types.end());
+}
+
+int32_t ProfileModel::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+int32_t ProfileModel::add_node(ModelNode node) {
+  const auto index = static_cast<int32_t>(nodes.size());
+  by_name_.emplace(node.name, index);
+  if (node.graph_id >= 0) {
+    if (static_cast<size_t>(node.graph_id) >= by_graph_id_.size()) by_graph_id_.resize(node.graph_id + 1, -1);
+    by_graph_id_[node.graph_id] = index;
+  }
+  if (node.op_types.empty()) node.update_op_types(devices);
+  nodes.push_back(std::move(node));
+  ++structure_version;
+  return index;
+}
+
+int32_t ProfileModel::intern_device(std::string_view device) {
+  for (size_t i = 0; i < device_labels.size(); ++i)
+    if (device_labels[i] == device) return static_cast<int32_t>(i);
+  const std::string lower = lowercase(device);
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i] == lower) return static_cast<int32_t>(i);
+  devices.push_back(lower);
+  device_labels.emplace_back(device);
+  return static_cast<int32_t>(devices.size() - 1);
+}
+
+bool ProfileModel::has_code_traces() const {
+  for (const ModelNode& n : nodes)
+    if (!n.location.file.empty()) return true;
+  return false;
+}
+
+void ProfileModel::sync_graph(const Graph& graph) {
+  const int n = graph.num_nodes();
+  const auto& trainable = graph.collection(kTrainableVariablesCollection);
+  std::vector<char> is_trainable(n, 0);
+  for (const Node* node : trainable)
+    if (node && &node->graph() == &graph) is_trainable[node->id()] = 1;
+
+  const bool same_graph = synced_graph_ == graph.id();
+  const int first = same_graph ? static_cast<int>(by_graph_id_.size()) : 0;
+  synced_graph_ = graph.id();
+  if (first >= n) return;
+
+  const StepStats no_step;
+  const RunShapes static_shapes(graph, no_step);
+  for (int id = first; id < n; ++id) {
+    const Node& node = *graph.node(id);
+    int32_t index = find(node.name());
+    ModelNode fresh;
+    ModelNode& m = index >= 0 ? nodes[index] : fresh;
+    if (index >= 0 && m.graph_id >= 0 && same_graph) continue;
+    m.name = node.name();
+    m.op = std::string(node.op_type());
+    m.location = node.source_location();
+    m.graph_id = id;
+    m.inputs.clear();
+    m.input_slots.clear();
+    m.input_shapes.clear();
+    for (const Output& in : node.inputs()) {
+      const int32_t producer =
+          static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
+      if (producer < 0) continue;
+      m.inputs.push_back(producer);
+      m.input_slots.push_back(in.index);
+      m.input_shapes.push_back(tfprof_dims(in.shape()));
+    }
+    for (const Node* c : node.control_inputs()) {
+      const int32_t producer = static_cast<size_t>(c->id()) < by_graph_id_.size() ? by_graph_id_[c->id()] : -1;
+      if (producer < 0) continue;
+      m.inputs.push_back(producer);
+      m.input_slots.push_back(-1);
+      m.input_shapes.push_back(c->num_outputs() > 0 ? tfprof_dims(c->output_shape(0)) : std::vector<int64_t>{});
+    }
+    m.trainable = is_trainable[id] != 0;
+    m.shape.clear();
+    m.parameters = 0;
+    if (m.trainable && node.num_outputs() > 0) {
+      const Shape& shape = node.output_shape(0);
+      m.shape = tfprof_dims(shape);
+      m.parameters = shape.fully_defined() ? shape.num_elements() : 0;
+    }
+    m.static_float_ops = node_float_ops(node, static_shapes);
+    if (const AttrValue* v = node.attrs().find("data_format"))
+      if (const auto* s = std::get_if<std::string>(v)) m.data_format = *s;
+    m.update_op_types(devices);
+    if (index >= 0) {
+      if (static_cast<size_t>(id) >= by_graph_id_.size()) by_graph_id_.resize(id + 1, -1);
+      by_graph_id_[id] = index;
+      ++structure_version;
+    } else {
+      add_node(std::move(fresh));
+    }
+  }
+  if (static_cast<size_t>(n) > by_graph_id_.size()) by_graph_id_.resize(n, -1);
+}
+
+void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Graph* graph, std::ostream& log) {
+  const StepStats& stats = metadata.step_stats;
+  if (stats.dev_stats.empty()) {
+    log << "Invalid RunMetadata for step " << step << "\n";
+    return;
+  }
+  if (graph) sync_graph(*graph);
+  StepData& data = steps[step];
+  if (data.nodes.empty()) {
+    data.base_ns = stats.base_ns;
+    data.base_wall_ns = stats.base_wall_ns;
+  }
+
+  // Where each node's NodeStep is in data.nodes (a step added again merges into it).
+  std::vector<int32_t> slot(nodes.size(), -1);
+  for (size_t i = 0; i < data.nodes.size(); ++i) slot[data.nodes[i].node] = static_cast<int32_t>(i);
+  const size_t first_new = data.nodes.size();
+
+  bool has_gpu_scheduling = false, has_gpu_stream = false;
+  for (const DeviceStepStats& dev_stats : stats.dev_stats) {
+    const int32_t dev_index = intern_device(dev_stats.device);
+    const std::string& dev = devices[dev_index];
+    if (is_placed_on_accelerator(dev)) {
+      has_gpu_scheduling = true;
+      if (counts_as_accelerator_time(dev)) has_gpu_stream = true;
+    }
+    const bool canonical = is_canonical_device(dev);
+    const bool accelerator_time = counts_as_accelerator_time(dev);
+
+    for (const NodeExecStats& ns : dev_stats.node_stats) {
+      std::string_view name = ns.node_name;
+      if (size_t colon = name.find(':'); colon != std::string_view::npos) name = name.substr(0, colon);
+      int32_t index = -1;
+      if (ns.node_id >= 0 && static_cast<size_t>(ns.node_id) < by_graph_id_.size()) {
+        const int32_t candidate = by_graph_id_[ns.node_id];
+        if (candidate >= 0 && nodes[candidate].name == name) index = candidate;
+      }
+      if (index < 0) index = find(name);
+      if (index < 0) {
+        if (!creatable_from_step(name)) continue;
+        ModelNode created;
+        created.name = std::string(name);
+        created.op = created.name;  // TensorFlow's choice: the op type is unknown
+        index = add_node(std::move(created));
+        slot.push_back(-1);
+      }
+      ModelNode& node = nodes[index];
+      if (canonical) {
+        if (node.device >= 0 && node.device != dev_index) continue;  // seen on another device: dropped
+        if (node.device < 0) {
+          node.device = dev_index;
+          node.update_op_types(devices);
+        }
+      }
+      if (slot[index] < 0) {
+        slot[index] = static_cast<int32_t>(data.nodes.size());
+        data.nodes.push_back(NodeStep{.node = index});
+      }
+      NodeStep& r = data.nodes[slot[index]];
+      const int64_t all_start_micros = ns.all_start_micros();
+      if (all_start_micros > 0) {
+        r.all_start_micros = r.all_start_micros > 0 ? std::min(r.all_start_micros, all_start_micros) : all_start_micros;
+        // A run shorter than a microsecond counts one.
+        const int64_t op_end_rel_micros = std::max<int64_t>(ns.op_end_rel_micros(), 1);
+        r.latest_end_micros = std::max(r.latest_end_micros, all_start_micros + op_end_rel_micros);
+        if (accelerator_time) {
+          r.accelerator_micros += op_end_rel_micros;
+        } else if (canonical) {
+          r.cpu_micros += op_end_rel_micros;
+          ++r.run_count;
+        }
+        data.execs.push_back(ExecRecord{.node = index,
+                                        .device = dev_index,
+                                        .thread_id = ns.thread_id,
+                                        .scheduled_ns = ns.scheduled_ns,
+                                        .all_start_ns = ns.all_start_ns,
+                                        .op_start_rel_ns = ns.op_start_rel_ns,
+                                        .op_end_rel_ns = ns.op_end_rel_ns,
+                                        .all_end_rel_ns = ns.all_end_rel_ns});
+      }
+      if (dev_index != node.device) continue;
+      if (all_start_micros <= 0) {
+        log << ns.node_name << " has no start time, skipping\n";
+        continue;
+      }
+      int64_t requested = 0, peak = 0, residual = 0;
+      for (const AllocatorMemoryUsed& mem : ns.memory) {
+        requested += mem.total_bytes;
+        peak += mem.peak_bytes;
+        residual += mem.live_bytes;
+      }
+      const int64_t temp = ns.memory_stats.temp_memory_size;
+      const int64_t persistent = ns.memory_stats.persistent_memory_size;
+      r.requested_bytes += requested + persistent + temp;
+      r.peak_bytes += peak + persistent + temp;
+      r.residual_bytes += residual + persistent;
+      for (const NodeOutput& out : ns.output) {
+        const AllocationDescription& a = out.tensor_description.allocation_description;
+        r.output_bytes += std::max(a.allocated_bytes, a.requested_bytes);
+      }
+    }
+  }
+  if (has_gpu_scheduling && !has_gpu_stream) miss_accelerator_stream = true;
+  for (size_t i = first_new; i < data.nodes.size(); ++i) ++nodes[data.nodes[i].node].steps_run;
+
+  // Float ops and input shapes from the shapes the step saw.
+  std::unique_ptr<RunShapes> shapes;
+  if (graph) shapes = std::make_unique<RunShapes>(*graph, stats);
+  for (NodeStep& r : data.nodes) {
+    ModelNode& node = nodes[r.node];
+    const Node* graph_node = nullptr;
+    if (shapes && node.graph_id >= 0 && node.graph_id < graph->num_nodes() &&
+        graph->node(node.graph_id)->name() == node.name)
+      graph_node = graph->node(node.graph_id);
+    if (!graph_node) {
+      r.float_ops = node.static_float_ops * r.run_count;
+      continue;
+    }
+    r.float_ops = node_float_ops(*graph_node, *shapes) * r.run_count;
+    if (!shapes->ran(*graph_node)) continue;
+    const std::vector<Shape> in = shapes->inputs(*graph_node);
+    for (size_t i = 0; i < in.size() && i < node.input_shapes.size(); ++i) node.input_shapes[i] = tfprof_dims(in[i]);
+  }
+  std::sort(data.nodes.begin(), data.nodes.end(), [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; });
+  ++steps_version;
+}
+
+std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
+  std::vector<NodeStats> out(nodes.size());
+  if (step >= 0) {
+    auto it = steps.find(step);
+    if (it != steps.end()) {
+      for (const NodeStep& r : it->second.nodes) {
+        NodeStats& s = out[r.node];
+        s.run_count = r.run_count;
+        s.accelerator_exec_micros = r.accelerator_micros;
+        s.cpu_exec_micros = r.cpu_micros;
+        s.exec_micros = r.accelerator_micros + r.cpu_micros;
+        s.requested_bytes = r.requested_bytes;
+        s.peak_bytes = r.peak_bytes;
+        s.residual_bytes = r.residual_bytes;
+        s.output_bytes = r.output_bytes;
+        s.float_ops = r.float_ops;
+      }
+    }
+  } else {
+    for (const auto& [_, data] : steps) {
+      for (const NodeStep& r : data.nodes) {
+        NodeStats& s = out[r.node];
+        s.run_count += r.run_count;
+        s.accelerator_exec_micros += r.accelerator_micros;
+        s.cpu_exec_micros += r.cpu_micros;
+        s.exec_micros += r.accelerator_micros + r.cpu_micros;
+        s.requested_bytes += r.requested_bytes;
+        s.peak_bytes += r.peak_bytes;
+        s.residual_bytes += r.residual_bytes;
+        s.output_bytes += r.output_bytes;
+        s.float_ops += r.float_ops;
+      }
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const int64_t n = nodes[i].steps_run;
+      if (n <= 1) continue;
+      NodeStats& s = out[i];
+      s.run_count /= n;
+      s.accelerator_exec_micros /= n;
+      s.cpu_exec_micros /= n;
+      s.exec_micros /= n;
+      s.requested_bytes /= n;
+      s.peak_bytes /= n;
+      s.residual_bytes /= n;
+      s.output_bytes /= n;
+      s.float_ops /= n;
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].steps_run == 0) out[i].float_ops = nodes[i].static_float_ops;
+  return out;
+}
+
+void ProfileModel::recompute_derived() {
+  for (ModelNode& n : nodes) n.steps_run = 0;
+  for (const auto& [_, data] : steps)
+    for (const NodeStep& r : data.nodes) ++nodes[r.node].steps_run;
+  for (ModelNode& n : nodes) n.update_op_types(devices);
+  ++structure_version;
+  ++steps_version;
+}
+
+}  // namespace stepscope::tfprof

@@ -1,0 +1,162 @@
+// What a Profiler knows: the graph model its views need (TensorFlow's TFGraphNode: names, op
+// types, inputs, source locations, parameters) and, per added step, each node's statistics
+// (TensorFlow's ExecStep) and execution records. Flat arrays indexed by node; names interned
+// once. This is also what a saved profile holds (profile_io.h).
+//
+// Statistics follow tfprof_node.cc: a node's time in a step is the sum over its runs of
+// op_end_rel_micros (a run under 1 µs counts 1 µs), as cpu time on a "/cpu:N" or "/gpu:N"
+// device (which also counts a run) and as accelerator time on a "stream:all" device; its memory
+// comes from the records on its canonical device (the first "/cpu:N" or "/gpu:N" device it was
+// seen on; records from another canonical device are dropped): requested = Σ total_bytes +
+// temp + persistent, peak = Σ peak_bytes + temp + persistent, residual = Σ live_bytes +
+// persistent, output = Σ over outputs of max(allocated, requested) bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "stepscope/graph/node.h"
+
+namespace stepscope {
+
+class Graph;
+struct RunMetadata;
+class StepStats;
+
+namespace tfprof {
+
+inline constexpr std::string_view kTFProfRoot = "_TFProfRoot";
+inline constexpr std::string_view kTFScopeParent = "_kTFScopeParent";
+inline constexpr std::string_view kTFGraphParent = "_TFGraphParent";
+inline constexpr std::string_view kTrainableVarType = "_trainable_variables";
+// train/variables.h's kTrainableVariables (the profiler layer sits below train: not included).
+inline constexpr const char* kTrainableVariablesCollection = "trainable_variables";
+
+struct ModelNode {
+  std::string name;
+  std::string op;
+  SourceLocation location;
+  int32_t graph_id = -1;  // the node's id in the Graph; -1 for a node known only from a step
+  // Inputs: data inputs in order, then control inputs. slot = the producer's output index, -1
+  // for a control input.
+  std::vector<int32_t> inputs;
+  std::vector<int32_t> input_slots;
+  // Shape of each input (tfprof's vectors: scalar {1}, unknown {}), as the graph inferred it,
+  // then as the latest step that ran the node saw it.
+  std::vector<std::vector<int64_t>> input_shapes;
+  bool trainable = false;        // in the trainable variables collection
+  std::vector<int64_t> shape;    // a trainable variable's shape (scalar {1}); {} otherwise
+  int64_t parameters = 0;        // its number of elements
+  int64_t static_float_ops = 0;  // the FLOP rule on the graph's shapes (for nodes never run)
+  std::string data_format;       // the "data_format" attribute, if any
+  // From the steps:
+  int32_t device = -1;                // canonical device: index into ProfileModel::devices
+  int32_t steps_run = 0;              // number of steps with a record of the node
+  std::vector<std::string> op_types;  // sorted: op, canonical device, "_trainable_variables"
+
+  void update_op_types(const std::vector<std::string>& devices);
+};
+
+// One node in one step (TensorFlow's ExecStep).
+struct NodeStep {
+  int32_t node = 0;
+  int32_t run_count = 0;
+  int64_t accelerator_micros = 0;
+  int64_t cpu_micros = 0;
+  int64_t requested_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t residual_bytes = 0;
+  int64_t output_bytes = 0;
+  int64_t float_ops = 0;
+  int64_t all_start_micros = 0;   // earliest start (0: none)
+  int64_t latest_end_micros = 0;  // latest start + op_end_rel (at least 1 µs)
+};
+
+// One NodeExecStats of a step, as the timelines need it.
+struct ExecRecord {
+  int32_t node = 0;
+  int32_t device = 0;  // index into ProfileModel::devices (lowercased)
+  uint32_t thread_id = 0;
+  int64_t scheduled_ns = 0;
+  int64_t all_start_ns = 0;
+  int64_t op_start_rel_ns = 0;
+  int64_t op_end_rel_ns = 0;
+  int64_t all_end_rel_ns = 0;
+};
+
+struct StepData {
+  int64_t base_ns = 0;
+  int64_t base_wall_ns = 0;
+  std::vector<NodeStep> nodes;  // sorted by node
+  std::vector<ExecRecord> execs;
+};
+
+// What a view reads of one node for the chosen step (or the average over steps).
+struct NodeStats {
+  int64_t run_count = 0;
+  int64_t exec_micros = 0;
+  int64_t accelerator_exec_micros = 0;
+  int64_t cpu_exec_micros = 0;
+  int64_t requested_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t residual_bytes = 0;
+  int64_t output_bytes = 0;
+  int64_t float_ops = 0;
+};
+
+// "/job:.../device:CPU:0" lowercased ends in "/cpu:N", "/gpu:N", "/device:cpu:N" or
+// "/device:gpu:N" (TensorFlow's IsCanonicalDevice / CountAsCPUTime).
+bool is_canonical_device(std::string_view lowercase_device);
+// Contains "stream:all" (CountAsAcceleratorTime).
+bool counts_as_accelerator_time(std::string_view lowercase_device);
+// Contains "gpu" (IsPlacedOnAccelerator).
+bool is_placed_on_accelerator(std::string_view lowercase_device);
+// tfprof's shape vector: scalar {1}, unknown rank {}, unknown dims -1.
+std::vector<int64_t> tfprof_dims(const Shape& shape);
+
+class ProfileModel {
+ public:
+  std::vector<ModelNode> nodes;
+  std::vector<std::string> devices;        // lowercased device names seen in steps (TensorFlow's keys)
+  std::vector<std::string> device_labels;  // the same as the steps spelled them (for timelines)
+  std::map<int64_t, StepData> steps;
+  bool miss_accelerator_stream = false;  // a step had GPU scheduling but no stream:all stats
+  // Bumped when nodes are added (the views' structures are rebuilt) / when steps change.
+  uint64_t structure_version = 0;
+  uint64_t steps_version = 0;
+
+  // Adds the graph's nodes not known yet (the graph may have grown since the last call).
+  void sync_graph(const Graph& graph);
+  // TensorFlow's AddRunMeta: `graph` (may be null for a loaded profile) gives float ops and
+  // the shapes the step saw. Diagnostics (TensorFlow's stderr lines) go to `log`.
+  void add_step(int64_t step, const RunMetadata& metadata, const Graph* graph, std::ostream& log);
+
+  // Every node's statistics for `step` (>= 0) or their average over the steps (-1; per node,
+  // over the steps it ran in, in integers as TensorFlow). A node never run has its static float
+  // ops.
+  std::vector<NodeStats> stats(int64_t step) const;
+
+  int32_t find(std::string_view name) const;  // -1 when absent
+  int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
+  int32_t intern_device(std::string_view device);
+  bool has_code_traces() const;
+  // Rebuilds what is derived from the steps (steps_run, op types) after loading.
+  void recompute_derived();
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> by_name_;
+  std::vector<int32_t> by_graph_id_;  // graph node id -> node index
+  uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
+};
+
+}  // namespace tfprof
+}  // namespace stepscope

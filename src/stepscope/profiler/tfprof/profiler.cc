@@ -1,0 +1,309 @@
+#include "stepscope/profiler/tfprof/profiler.h"
+
+#include <iostream>
+#include <map>
+
+#include "stepscope/base/error.h"
+#include "stepscope/graph/graph.h"
+#include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/profile_io.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/profiler/tfprof/views.h"
+#include "stepscope/profiler/timeline.h"
+#include "stepscope/profiler/trace_file.h"
+#include "stepscope/runtime/run_options.h"
+
+namespace stepscope {
+
+using tfprof::ProfileModel;
+using tfprof::ViewOptions;
+
+struct Profiler::Impl {
+  const Graph* graph = nullptr;
+  ProfileModel model;
+  std::ostream* out = &std::cout;
+  std::ostream* log = &std::cerr;
+  std::vector<std::unique_ptr<AdviceChecker>> checkers;
+
+  // Caches: the views' structures (by model.structure_version), the statistics of the last
+  // step queried (by model.steps_version), compiled regexes, encoded chunks.
+  mutable tfprof::RegexCache regexes;
+  mutable uint64_t scope_version = ~0ull, graph_version = ~0ull, op_version = ~0ull, code_version = ~0ull;
+  mutable tfprof::ViewTree scope_tree, graph_tree;
+  mutable tfprof::OpGroups op_groups;
+  mutable tfprof::CodeTree code_tree;
+  mutable uint64_t stats_version = ~0ull;
+  mutable int64_t stats_step = 0;
+  mutable std::vector<tfprof::NodeStats> stats;
+  mutable uint64_t model_chunk_version = ~0ull;
+  mutable std::string model_chunk;
+  std::map<int64_t, std::string> step_chunks;
+
+  const std::vector<tfprof::NodeStats>& stats_for(int64_t step) const {
+    if (stats_version != model.steps_version || stats_step != step || stats.size() != model.nodes.size()) {
+      stats = model.stats(step);
+      stats_version = model.steps_version;
+      stats_step = step;
+    }
+    return stats;
+  }
+
+  const tfprof::ViewTree& scope() const {
+    if (scope_version != model.structure_version) {
+      scope_tree = tfprof::build_scope_tree(model);
+      scope_version = model.structure_version;
+    }
+    return scope_tree;
+  }
+  const tfprof::ViewTree& graph_view() const {
+    if (graph_version != model.structure_version) {
+      graph_tree = tfprof::build_graph_tree(model);
+      graph_version = model.structure_version;
+    }
+    return graph_tree;
+  }
+  const tfprof::OpGroups& ops() const {
+    if (op_version != model.structure_version) {
+      op_groups = tfprof::build_op_groups(model);
+      op_version = model.structure_version;
+    }
+    return op_groups;
+  }
+  const tfprof::CodeTree& code() const {
+    if (code_version != model.structure_version) {
+      code_tree = tfprof::build_code_tree(model);
+      code_version = model.structure_version;
+      if (code_tree.unaccounted_gradients > 0)
+        *log << code_tree.unaccounted_gradients << " gradient nodes not accounted\n";
+    }
+    return code_tree;
+  }
+
+  // TFStats::Validate.
+  bool step_exists(int64_t step) const {
+    if (step < 0 || model.steps.count(step)) return true;
+    std::string line = "Options -step=" + std::to_string(step) + " not found.\nAvailable steps: ";
+    for (const auto& [s, _] : model.steps) line += std::to_string(s) + " ";
+    *log << line << "\n";
+    return false;
+  }
+
+  // Runs a view with TensorFlow's output handling. `show(step)` computes the view for a step.
+  template <typename Result, typename Show>
+  Result run_view(std::string_view cmd, const ProfileOptions& options, Show show) const {
+    const ViewOptions o = tfprof::resolve_options(options, regexes);
+    const std::string& type = o.output.type;
+    const bool to_stdout = type == "stdout";
+    if (to_stdout) *out << tfprof::kOptionsBanner << options.to_string() << tfprof::kReportBanner;
+    Result result;
+    if (step_exists(o.step)) {
+      if (type == "pprof" && cmd != "code") {
+        *log << "Only 'code' view supports pprof output now.\n";
+      } else if (cmd == "code" && !model.has_code_traces()) {
+        *log << "No code trace information\n";
+      } else {
+        auto view = show(o, o.step);
+        result.root = std::move(view.root);
+        result.text = std::move(view.text);
+        const std::string prefix = std::string(model.miss_accelerator_stream ? tfprof::kMissingAcceleratorStream : "") +
+                                   tfprof::query_doc(cmd, o.select) + std::string(tfprof::kProfilePrefix);
+        if (to_stdout) {
+          *out << prefix << result.text;
+        } else if (type == "file") {
+          write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
+        } else if (type == "pprof") {
+          *log << "pprof output is not supported; use file or timeline output\n";
+        } else if (type == "timeline") {
+          if (cmd == "op") {
+            *log << "op view doesn't support timeline yet. Consider graph/scope/code view.\n";
+          } else if (o.step >= 0) {
+            write_timeline(o.output.options.at("outfile"), o.step, view.displayed);
+          } else {
+            for (const auto& [step, _] : model.steps) {
+              ViewOptions step_options = o;
+              step_options.step = step;
+              write_timeline(o.output.options.at("outfile"), step, show(step_options, step).displayed);
+            }
+          }
+        }
+      }
+    }
+    if (to_stdout) {
+      *out << tfprof::kEndBanner;
+      out->flush();
+    }
+    return result;
+  }
+
+  void write_timeline(const std::string& outfile, int64_t step, const std::vector<int32_t>& displayed) const;
+  StepStats step_stats(int64_t step, const std::vector<char>* only) const;
+};
+
+Profiler::Profiler() : impl_(std::make_unique<Impl>()) {}
+
+Profiler::Profiler(const Graph& graph) : Profiler() {
+  impl_->graph = &graph;
+  impl_->model.sync_graph(graph);
+}
+
+Profiler::~Profiler() = default;
+Profiler::Profiler(Profiler&&) noexcept = default;
+Profiler& Profiler::operator=(Profiler&&) noexcept = default;
+
+void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
+  Impl& m = *impl_;
+  m.model.add_step(step, run_metadata, m.graph, *m.log);
+  auto it = m.model.steps.find(step);
+  if (it != m.model.steps.end()) m.step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
+}
+
+std::vector<int64_t> Profiler::steps() const {
+  std::vector<int64_t> out;
+  for (const auto& [s, _] : impl_->model.steps) out.push_back(s);
+  return out;
+}
+
+GraphProfile Profiler::profile_name_scope(const ProfileOptions& options) const {
+  const Impl& m = *impl_;
+  return m.run_view<GraphProfile>("scope", options, [&](const ViewOptions& o, int64_t step) {
+    return tfprof::show_scope(m.scope(), m.model, m.stats_for(step), o);
+  });
+}
+
+GraphProfile Profiler::profile_graph(const ProfileOptions& options) const {
+  const Impl& m = *impl_;
+  return m.run_view<GraphProfile>("graph", options, [&](const ViewOptions& o, int64_t step) {
+    return tfprof::show_graph(m.graph_view(), m.model, m.stats_for(step), o);
+  });
+}
+
+MultiGraphProfile Profiler::profile_operations(const ProfileOptions& options) const {
+  const Impl& m = *impl_;
+  return m.run_view<MultiGraphProfile>("op", options, [&](const ViewOptions& o, int64_t step) {
+    return tfprof::show_op(m.ops(), m.model, m.stats_for(step), o);
+  });
+}
+
+MultiGraphProfile Profiler::profile_code(const ProfileOptions& options) const {
+  const Impl& m = *impl_;
+  return m.run_view<MultiGraphProfile>("code", options, [&](const ViewOptions& o, int64_t step) {
+    return tfprof::show_code(m.code(), m.model, m.stats_for(step), o, *m.log);
+  });
+}
+
+AdviceProto Profiler::advise(const AdvisorOptions& options, bool print) const {
+  AdviceProto advice;
+  auto run = [&](const AdviceChecker& checker) {
+    auto it = options.checkers.find(checker.name());
+    if (it == options.checkers.end()) return;
+    std::vector<std::string> reports = checker.check(*this, it->second, *impl_->log);
+    auto& into = advice.checkers[checker.name()].reports;
+    into.insert(into.end(), reports.begin(), reports.end());
+  };
+  for (const auto& checker : builtin_advice_checkers()) run(*checker);
+  for (const auto& checker : impl_->checkers) run(*checker);
+  if (print) {
+    *impl_->out << advice.text();
+    impl_->out->flush();
+  }
+  return advice;
+}
+
+void Profiler::add_checker(std::unique_ptr<AdviceChecker> checker) { impl_->checkers.push_back(std::move(checker)); }
+
+std::string Profiler::serialize_to_string() const {
+  const Impl& m = *impl_;
+  if (m.model_chunk_version != m.model.structure_version) {
+    m.model_chunk = tfprof::encode_model_chunk(m.model);
+    m.model_chunk_version = m.model.structure_version;
+  }
+  const std::string state = tfprof::encode_state_chunk(m.model);
+  size_t size = m.model_chunk.size() + state.size() + 64;
+  for (const auto& [_, chunk] : m.step_chunks) size += chunk.size();
+  std::string bytes;
+  bytes.reserve(size);
+  bytes += tfprof::encode_header();
+  bytes += m.model_chunk;
+  bytes += state;
+  for (const auto& [_, chunk] : m.step_chunks) bytes += chunk;
+  bytes += tfprof::encode_end_chunk(m.step_chunks.size());
+  return bytes;
+}
+
+void Profiler::save(const std::filesystem::path& path) const {
+  write_file_atomically(path, serialize_to_string(), /*gzip=*/path.extension() == ".gz");
+}
+
+Profiler Profiler::load(const std::filesystem::path& path) {
+  Profiler p;
+  p.impl_->model = tfprof::decode_profile(read_file(path), path.string());
+  for (const auto& [step, data] : p.impl_->model.steps)
+    p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
+  return p;
+}
+
+void Profiler::set_stdout(std::ostream* out) { impl_->out = out ? out : &std::cout; }
+void Profiler::set_log(std::ostream* log) { impl_->log = log ? log : &std::cerr; }
+std::ostream& Profiler::log() const { return *impl_->log; }
+
+const tfprof::ProfileModel& Profiler::model() const { return impl_->model; }
+
+StepStats Profiler::step_stats(int64_t step) const { return impl_->step_stats(step, nullptr); }
+
+StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only) const {
+  StepStats out;
+  auto it = model.steps.find(step);
+  if (it == model.steps.end()) return out;
+  const tfprof::StepData& data = it->second;
+  out.base_ns = data.base_ns;
+  out.base_wall_ns = data.base_wall_ns;
+  std::vector<int32_t> slot(model.devices.size(), -1);
+  for (const tfprof::ExecRecord& e : data.execs) {
+    if (only && !(*only)[e.node]) continue;
+    if (slot[e.device] < 0) {
+      slot[e.device] = static_cast<int32_t>(out.dev_stats.size());
+      out.dev_stats.push_back({StepStats::intern(model.device_labels[e.device]), {}});
+    }
+    const tfprof::ModelNode& node = model.nodes[e.node];
+    std::string label = node.name + " = " + node.op + "(";
+    bool first = true;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.input_slots[i] < 0) continue;
+      if (!first) label += ", ";
+      first = false;
+      label += model.nodes[node.inputs[i]].name;
+      if (node.input_slots[i] > 0) label += ":" + std::to_string(node.input_slots[i]);
+    }
+    label += ")";
+    NodeExecStats ns;
+    ns.node_name = StepStats::intern(node.name);
+    ns.op_type = StepStats::intern(node.op);
+    ns.node_id = node.graph_id;
+    ns.scheduled_ns = e.scheduled_ns;
+    ns.all_start_ns = e.all_start_ns;
+    ns.op_start_rel_ns = e.op_start_rel_ns;
+    ns.op_end_rel_ns = e.op_end_rel_ns;
+    ns.all_end_rel_ns = e.all_end_rel_ns;
+    ns.thread_id = e.thread_id;
+    ns.timeline_label = StepStats::intern(label);
+    out.dev_stats[slot[e.device]].node_stats.push_back(ns);
+  }
+  return out;
+}
+
+void Profiler::Impl::write_timeline(const std::string& outfile, int64_t step,
+                                    const std::vector<int32_t>& displayed) const {
+  std::vector<char> only(model.nodes.size(), 0);
+  for (int32_t node : displayed) only[node] = 1;
+  const StepStats stats = step_stats(step, &only);
+  const std::string trace = Timeline(stats, graph).generate_chrome_trace_format(/*show_dataflow=*/true);
+  const std::string file = outfile + "_" + std::to_string(step);
+  write_file_atomically(file, trace);
+  *out << "\n******************************************************\n"
+       << "Timeline file is written to " << file
+       << ".\nOpen a Chrome browser, enter URL chrome://tracing and load the timeline file."
+       << "\n******************************************************\n";
+  out->flush();
+}
+
+}  // namespace stepscope

@@ -1,0 +1,132 @@
+// Profiler: TensorFlow's tf.profiler.Profiler (tfprof) for stepscope graphs. Add the
+// RunMetadata of traced steps, then look at them through four views, each with tfprof's
+// options, text layout and numbers:
+//
+//   Profiler profiler(graph);
+//   RunOptions traced{.trace_level = TraceLevel::kFullTrace};
+//   RunMetadata metadata;
+//   session.run(feeds, fetches, targets, traced, &metadata);
+//   profiler.add_step(step, metadata);
+//
+//   profiler.profile_name_scope(ProfileOptionBuilder::trainable_variables_parameter());
+//   profiler.profile_operations(ProfileOptionBuilder::time_and_memory());
+//   auto report = profiler.profile_graph(ProfileOptionBuilder().with_empty_output().build());
+//   std::cout << report.text;              // or report.root / report.to_json() for programs
+//   profiler.advise();
+//   profiler.save("runs/x/profile");      // Profiler::load("runs/x/profile") reopens it
+//
+// Views: scope (the name-scope tree), graph (the dataflow: a node's children are its inputs),
+// op (one row per op type, with cumulative percentages) and code (the source lines that created
+// the nodes). What each option does: options.h. Where the output goes (options.output):
+//   stdout    tfprof's report: the Options banner and options, the Model Analysis Report banner,
+//             "\nDoc:\n..." help, "Profile:\n", the view's text, the End of Report banner;
+//   file:outfile=F   the same without the banners, written to F atomically;
+//   timeline:outfile=F   a Chrome trace of the nodes the view displays for the step, written to
+//             "F_<step>" (with step -1: one file per added step), scope/graph/code views;
+//   none      nothing (the result is returned either way);
+//   pprof     not supported (a note on the log).
+// A step that was not added gives TensorFlow's "Options -step=<n> not found.\nAvailable steps: "
+// line on the log and an empty result. Invalid options throw InvalidArgumentError.
+//
+// Statistics per node (profile_model.h): run count, execution time (accelerator, cpu, total;
+// a run shorter than 1 µs counts 1 µs, as TensorFlow), requested/peak/residual/output bytes,
+// parameters (element counts of the trainable variables), float ops (the op's FLOP rule on the
+// shapes the step saw, times the runs), device, op types (the op, the device,
+// "_trainable_variables"), input shapes. With step -1 each is averaged over the steps the node
+// ran in.
+//
+// Not thread-safe: one thread at a time. The Graph must outlive the add_step calls (the views
+// never touch it); a loaded Profiler has no Graph: it adds steps of the same graph by node
+// names, with float ops from the FLOP counts saved with the graph's shapes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "stepscope/profiler/tfprof/advisor.h"
+#include "stepscope/profiler/tfprof/option_builder.h"
+#include "stepscope/profiler/tfprof/options.h"
+#include "stepscope/profiler/tfprof/protos.h"
+
+namespace stepscope {
+
+class Graph;
+class StepStats;
+struct RunMetadata;
+
+namespace tfprof {
+class ProfileModel;
+}
+
+// The result of the scope and graph views.
+struct GraphProfile {
+  GraphNodeProto root;  // "_TFProfRoot" and the displayed tree under it
+  std::string text;     // the legend line and the node lines
+  std::string to_json() const { return stepscope::to_json(root); }
+};
+
+// The result of the op and code views.
+struct MultiGraphProfile {
+  MultiGraphNodeProto root;
+  std::string text;
+  std::string to_json() const { return stepscope::to_json(root); }
+};
+
+class Profiler {
+ public:
+  explicit Profiler(const Graph& graph);
+  ~Profiler();
+  Profiler(Profiler&&) noexcept;
+  Profiler& operator=(Profiler&&) noexcept;
+
+  // Adds the statistics of a traced step (RunMetadata of a FULL_TRACE run). Several
+  // RunMetadata may share a step number: they are merged. A RunMetadata without step stats is
+  // ignored with TensorFlow's "Invalid RunMetadata for step <n>" on the log.
+  void add_step(int64_t step, const RunMetadata& run_metadata);
+  // The steps added, ascending.
+  std::vector<int64_t> steps() const;
+
+  GraphProfile profile_name_scope(const ProfileOptions& options) const;
+  GraphProfile profile_graph(const ProfileOptions& options) const;
+  MultiGraphProfile profile_operations(const ProfileOptions& options) const;
+  // TensorFlow's profile_python: nodes grouped by the source line that created them.
+  MultiGraphProfile profile_code(const ProfileOptions& options) const;
+
+  // Runs the checkers named in options (default: all) and prints their reports on stdout as
+  // TensorFlow does (AdviceProto::text()), unless print is false.
+  AdviceProto advise(const AdvisorOptions& options = AdvisorOptions::all(), bool print = true) const;
+  // A checker advise() runs when its name is in AdvisorOptions::checkers (after the built-in
+  // ones, in the order added).
+  void add_checker(std::unique_ptr<AdviceChecker> checker);
+
+  // The profile as bytes (profile_io.h's format) / written to `path` atomically (gzipped when
+  // the path ends in ".gz"). Fast enough to call after every traced step: each step is encoded
+  // once, when added (100 steps of an MLP: ~155 KB, well under a millisecond).
+  std::string serialize_to_string() const;
+  void save(const std::filesystem::path& path) const;
+  // DataLossError naming the file when it is not a valid profile; NotFoundError when missing.
+  static Profiler load(const std::filesystem::path& path);
+
+  // Where the views' text goes for output "stdout" (default std::cout) and TensorFlow's
+  // diagnostics (default std::cerr).
+  void set_stdout(std::ostream* out);
+  void set_log(std::ostream* log);
+  std::ostream& log() const;
+
+  // The step's node executions as a StepStats (names, op types, labels, device, times, threads;
+  // no memory), for timelines and the critical path. Empty for a step not added.
+  StepStats step_stats(int64_t step) const;
+  // Read-only view of everything the profiler holds (profile_model.h).
+  const tfprof::ProfileModel& model() const;
+
+ private:
+  struct Impl;
+  Profiler();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace stepscope

@@ -1,0 +1,361 @@
+// The Profiler on real traced training steps of a small MLP, and its saved profiles.
+#include "stepscope/profiler/tfprof/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "stepscope/base/error.h"
+#include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/profiler/trace_file.h"
+#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/runtime/session.h"
+#include "stepscope/train/layers.h"
+#include "stepscope/train/optimizer.h"
+
+namespace stepscope {
+namespace {
+
+namespace fs = std::filesystem;
+using V = std::vector<std::string>;
+
+// An MLP 8-16-4 trained with SGD on a fixed batch of 32, traced.
+struct Mlp {
+  Graph graph;
+  Output x, y, loss;
+  Node* train = nullptr;
+  int build_line = 0;  // the line that creates the hidden layer
+  std::unique_ptr<Session> session;
+  FeedList feeds;
+
+  Mlp() {
+    Scope root(graph);
+    x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{32, 8});
+    y = placeholder(root.with_op_name("y"), DType::kInt64, Shape{32});
+    build_line = __LINE__ + 1;
+    Output h = nn::dense(root.with_name_scope("hidden"), x, 16, nn::Activation::relu, {.seed = 1});
+    Output logits = nn::dense(root.with_name_scope("logits"), h, 4, nn::Activation::none, {.seed = 2});
+    loss = reduce_mean(root.with_name_scope("loss"),
+                       sparse_softmax_cross_entropy_with_logits(root.with_name_scope("loss"), y, logits));
+    train = GradientDescentOptimizer(0.1).minimize(root, loss);
+    Node* init = global_variables_initializer(root);
+    session = std::make_unique<Session>(graph, SessionOptions{.inter_op_threads = 2});
+    session->run(init);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal;
+    Tensor xs(DType::kFloat32, Shape{32, 8}), ys(DType::kInt64, Shape{32});
+    for (float& v : xs.flat<float>()) v = normal(rng);
+    for (int64_t& v : ys.flat<int64_t>()) v = static_cast<int64_t>(rng() % 4);
+    feeds = {{x, xs}, {y, ys}};
+  }
+
+  RunMetadata traced_step() {
+    RunOptions options;
+    options.trace_level = TraceLevel::kFullTrace;
+    RunMetadata md;
+    session->run(feeds, {loss}, {train}, options, &md);
+    return md;
+  }
+};
+
+ProfileOptions quiet(ProfileOptions o) {
+  o.output = "none";
+  return o;
+}
+
+class ProfilerTest : public ::testing::Test {
+ protected:
+  ProfilerTest() : profiler_(mlp_.graph) {
+    profiler_.set_log(&log_);
+    profiler_.set_stdout(&out_);
+    for (int step = 1; step <= 3; ++step) profiler_.add_step(step * 10, mlp_.traced_step());
+  }
+  Mlp mlp_;
+  Profiler profiler_;
+  std::ostringstream log_, out_;
+};
+
+TEST_F(ProfilerTest, TrainableVariablesParameters) {
+  GraphProfile p = profiler_.profile_name_scope(quiet(ProfileOptionBuilder::trainable_variables_parameter()));
+  EXPECT_EQ(p.text,
+            "node name | # parameters\n"
+            "_TFProfRoot (--/212 params)\n"
+            "  hidden (--/144 params)\n"
+            "    hidden/bias (16, 16/16 params)\n"
+            "    hidden/kernel (8x16, 128/128 params)\n"
+            "  logits (--/68 params)\n"
+            "    logits/bias (4, 4/4 params)\n"
+            "    logits/kernel (16x4, 64/64 params)\n");
+  EXPECT_EQ(log_.str(), "");
+}
+
+TEST_F(ProfilerTest, StatisticsOfRealSteps) {
+  EXPECT_EQ(profiler_.steps(), (std::vector<int64_t>{10, 20, 30}));
+  auto o = quiet(ProfileOptionBuilder().select({"micros", "bytes", "float_ops", "occurrence", "device"}).build());
+  GraphProfile scope = profiler_.profile_name_scope(o);
+  const GraphNodeProto* matmul = nullptr;
+  for (const auto& c : scope.root.children)
+    if (c.name == "hidden")
+      for (const auto& cc : c.children)
+        if (cc.name == "hidden/MatMul") matmul = &cc;
+  ASSERT_NE(matmul, nullptr) << scope.text;
+  EXPECT_EQ(matmul->run_count, 1);
+  EXPECT_EQ(matmul->float_ops, 2 * 32 * 8 * 16);
+  EXPECT_GT(matmul->exec_micros, 0);
+  EXPECT_EQ(matmul->exec_micros, matmul->cpu_exec_micros);
+  EXPECT_EQ(matmul->accelerator_exec_micros, 0);
+  // max(allocated, requested) as TensorFlow: the allocator's block (header, size class) counts.
+  EXPECT_GE(matmul->output_bytes, 32 * 16 * 4);
+  EXPECT_GE(matmul->requested_bytes, 32 * 16 * 4);
+  EXPECT_EQ(matmul->devices, std::vector<std::string>{"/job:localhost/replica:0/task:0/device:cpu:0"});
+  EXPECT_EQ(matmul->input_shapes.at(0), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(matmul->input_shapes.at(1), (std::vector<int64_t>{8, 16}));
+
+  // Every node of the step ran once per step; the op view counts them.
+  const tfprof::ProfileModel& model = profiler_.model();
+  size_t ran = model.steps.at(10).nodes.size();
+  EXPECT_GT(ran, 20u);
+  MultiGraphProfile ops = profiler_.profile_operations(o);
+  int64_t runs = 0;
+  for (const MultiGraphNodeProto* n = &ops.root; !n->children.empty(); n = &n->children[0])
+    for (const auto& g : n->children[0].graph_nodes) runs += g.run_count;
+  EXPECT_EQ(static_cast<size_t>(runs), ran);
+  EXPECT_EQ(ops.root.total_exec_micros, scope.root.total_exec_micros);
+  EXPECT_EQ(ops.root.total_float_ops, scope.root.total_float_ops);
+  EXPECT_NE(ops.text.find("\nMatMul "), std::string::npos) << ops.text;
+}
+
+TEST_F(ProfilerTest, CodeViewGroupsByTheUsersLines) {
+  auto o = quiet(ProfileOptionBuilder().select({"float_ops"}).build());
+  MultiGraphProfile code = profiler_.profile_code(o);
+  const std::string line = "profiler_test.cc:" + std::to_string(mlp_.build_line) + ":Mlp";
+  EXPECT_NE(code.text.find("  " + line + " ("), std::string::npos) << code.text;
+  EXPECT_NE(code.text.find("  " + line + " (gradient) ("), std::string::npos) << code.text;
+  for (const auto& c : code.root.children)
+    if (c.name == line) EXPECT_EQ(c.float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
+}
+
+TEST_F(ProfilerTest, EveryViewPrintsItsReport) {
+  profiler_.profile_name_scope(ProfileOptionBuilder::time_and_memory());
+  profiler_.profile_graph(ProfileOptionBuilder::time_and_memory());
+  profiler_.profile_operations(ProfileOptionBuilder::float_operation());
+  profiler_.profile_code(ProfileOptionBuilder::time_and_memory());
+  const std::string out = out_.str();
+  size_t reports = 0;
+  for (size_t at = 0; (at = out.find("==================Model Analysis Report", at)) != std::string::npos; ++at)
+    ++reports;
+  EXPECT_EQ(reports, 4u);
+  EXPECT_NE(out.find("\nDoc:\nop: The nodes are operation kernel type"), std::string::npos);
+  EXPECT_NE(out.find("Profile:\nnode name | # float_ops\nMatMul "), std::string::npos) << out;
+}
+
+std::vector<std::string> all_views(const Profiler& p) {
+  std::vector<std::string> texts;
+  for (const ProfileOptions& base :
+       {ProfileOptionBuilder::time_and_memory(), ProfileOptionBuilder::trainable_variables_parameter(),
+        ProfileOptionBuilder::float_operation(),
+        ProfileOptionBuilder()
+            .select({"bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "params", "float_ops", "device",
+                     "op_types", "occurrence", "input_shapes"})
+            .build()}) {
+    for (int64_t step : {int64_t{-1}, int64_t{20}}) {
+      ProfileOptions o = quiet(base);
+      o.step = step;
+      texts.push_back(p.profile_name_scope(o).text);
+      texts.push_back(p.profile_name_scope(o).to_json());
+      texts.push_back(p.profile_graph(o).text);
+      texts.push_back(p.profile_operations(o).text);
+      texts.push_back(p.profile_operations(o).to_json());
+      texts.push_back(p.profile_code(o).text);
+    }
+  }
+  texts.push_back(p.advise(AdvisorOptions::all(), false).text());
+  return texts;
+}
+
+TEST_F(ProfilerTest, SaveAndLoadGiveTheSameViews) {
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_roundtrip";
+  profiler_.save(path);
+  Profiler loaded = Profiler::load(path);
+  loaded.set_log(&log_);
+  EXPECT_EQ(loaded.steps(), profiler_.steps());
+  const auto before = all_views(profiler_);
+  const auto after = all_views(loaded);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i], after[i]) << "view " << i;
+  EXPECT_EQ(loaded.serialize_to_string(), profiler_.serialize_to_string());
+  // The steps' executions survive too (timelines, critical path).
+  const StepStats a = profiler_.step_stats(20), b = loaded.step_stats(20);
+  ASSERT_EQ(a.dev_stats.size(), b.dev_stats.size());
+  ASSERT_EQ(a.dev_stats[0].node_stats.size(), b.dev_stats[0].node_stats.size());
+  for (size_t i = 0; i < a.dev_stats[0].node_stats.size(); ++i) {
+    const NodeExecStats &x = a.dev_stats[0].node_stats[i], &y = b.dev_stats[0].node_stats[i];
+    EXPECT_EQ(x.node_name, y.node_name);
+    EXPECT_EQ(x.timeline_label, y.timeline_label);
+    EXPECT_EQ(x.all_start_ns, y.all_start_ns);
+    EXPECT_EQ(x.op_end_rel_ns, y.op_end_rel_ns);
+    EXPECT_EQ(x.scheduled_ns, y.scheduled_ns);
+    EXPECT_EQ(x.thread_id, y.thread_id);
+  }
+  fs::remove(path);
+}
+
+TEST_F(ProfilerTest, StepStatsOfAStepAsTheExecutorRecordedIt) {
+  RunMetadata md = mlp_.traced_step();
+  Profiler p(mlp_.graph);
+  p.add_step(0, md);
+  const StepStats s = p.step_stats(0);
+  ASSERT_EQ(s.dev_stats.size(), 1u);
+  EXPECT_EQ(s.dev_stats[0].device, md.step_stats.dev_stats[0].device);
+  ASSERT_EQ(s.dev_stats[0].node_stats.size(), md.step_stats.dev_stats[0].node_stats.size());
+  for (size_t i = 0; i < s.dev_stats[0].node_stats.size(); ++i) {
+    const NodeExecStats &x = s.dev_stats[0].node_stats[i], &y = md.step_stats.dev_stats[0].node_stats[i];
+    EXPECT_EQ(x.node_name, y.node_name);
+    EXPECT_EQ(x.op_type, y.op_type);
+    EXPECT_EQ(x.node_id, y.node_id);
+    EXPECT_EQ(x.timeline_label, y.timeline_label);
+    EXPECT_EQ(x.all_start_ns, y.all_start_ns);
+    EXPECT_EQ(x.all_end_rel_ns, y.all_end_rel_ns);
+  }
+  EXPECT_TRUE(p.step_stats(1).empty());
+}
+
+TEST_F(ProfilerTest, ALoadedProfileTakesMoreStepsOfTheSameGraph) {
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_more";
+  profiler_.save(path);
+  Profiler loaded = Profiler::load(path);
+  RunMetadata md = mlp_.traced_step();
+  loaded.add_step(40, md);
+  profiler_.add_step(40, md);
+  EXPECT_EQ(loaded.steps(), profiler_.steps());
+  auto o = quiet(ProfileOptionBuilder().select({"micros", "float_ops", "occurrence"}).with_step(40).build());
+  EXPECT_EQ(loaded.profile_name_scope(o).text, profiler_.profile_name_scope(o).text);
+  fs::remove(path);
+}
+
+TEST_F(ProfilerTest, CorruptFilesAreDataLoss) {
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_corrupt";
+  const std::string good = profiler_.serialize_to_string();
+  auto expect_data_loss = [&](const std::string& bytes, const std::string& what) {
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      Profiler::load(path);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const DataLossError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("corrupt profile file '" + path.string() + "': ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_data_loss("", "bad magic");
+  expect_data_loss(std::string("SSTFPROF\x02\0\0\0", 12), "unsupported format version 2");
+  expect_data_loss(good.substr(0, good.size() / 2), "truncated");
+  expect_data_loss(good.substr(0, good.size() - 10), "no end chunk");  // the end chunk is 10 bytes
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x40;
+  expect_data_loss(flipped, "checksum mismatch");
+  expect_data_loss(good + "x", "data after the end chunk");
+  try {
+    Profiler::load(path.string() + ".missing");
+    ADD_FAILURE();
+  } catch (const NotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() + ".missing"), std::string::npos);
+  }
+  fs::remove(path);
+}
+
+TEST_F(ProfilerTest, SaveIsAtomic) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "tfprof_atomic";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path path = dir / "profile";
+  profiler_.save(path);
+  profiler_.add_step(50, mlp_.traced_step());
+  profiler_.save(path);  // replaces the file
+  EXPECT_EQ(Profiler::load(path).steps(), (std::vector<int64_t>{10, 20, 30, 50}));
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();
+  EXPECT_EQ(files, 1u);  // no temporary left behind
+  try {
+    profiler_.save(dir / "no_such_dir" / "profile");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "no_such_dir" / "profile").string()), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(ProfilerTest, TimelineOutput) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "tfprof_timeline";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string base = (dir / "t.json").string();
+  // A step: one file, "<outfile>_<step>", with the nodes the view displays.
+  auto o =
+      ProfileOptionBuilder().with_timeline_output(base).with_step(20).with_node_names({.show = V{"hidden/.*"}}).build();
+  profiler_.profile_name_scope(o);
+  EXPECT_EQ(out_.str(),
+            "\n******************************************************\n"
+            "Timeline file is written to " +
+                base +
+                "_20.\n"
+                "Open a Chrome browser, enter URL chrome://tracing and load the timeline file."
+                "\n******************************************************\n");
+  const std::string trace = read_file(base + "_20");
+  EXPECT_TRUE(validate_chrome_trace(trace).empty()) << trace;
+  EXPECT_NE(trace.find("\"hidden/MatMul\""), std::string::npos);
+  EXPECT_EQ(trace.find("\"logits/MatMul\""), std::string::npos);
+  // Step -1: one file per step (the graph view, as TensorFlow; here every view).
+  o = ProfileOptionBuilder().with_timeline_output(base).build();
+  profiler_.profile_graph(o);
+  profiler_.profile_code(o);
+  for (int step : {10, 20, 30}) {
+    const std::string t = read_file(base + "_" + std::to_string(step));
+    EXPECT_TRUE(validate_chrome_trace(t).empty()) << t;
+    EXPECT_NE(t.find("\"logits/MatMul\""), std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(ProfilerTest, GzippedProfiles) {
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile.gz";
+  profiler_.save(path);
+  EXPECT_LT(fs::file_size(path), profiler_.serialize_to_string().size());
+  EXPECT_EQ(Profiler::load(path).serialize_to_string(), profiler_.serialize_to_string());
+  fs::remove(path);
+}
+
+TEST_F(ProfilerTest, OtherOutputs) {
+  // dump_to_file (deprecated) writes the file output.
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_dump";
+  ProfileOptions o = ProfileOptionBuilder().select({"params"}).build();
+  o.dump_to_file = path.string();
+  const std::string text = profiler_.profile_operations(o).text;
+  EXPECT_EQ(read_file(path).substr(read_file(path).find("Profile:\n") + 9), text);
+  EXPECT_EQ(out_.str(), "");
+  fs::remove(path);
+  // pprof: only the code view, and not written here.
+  o = ProfileOptionBuilder().with_pprof_output("/tmp/x.pb.gz").build();
+  EXPECT_TRUE(profiler_.profile_name_scope(o).root.children.empty());
+  EXPECT_FALSE(profiler_.profile_code(o).root.children.empty());
+  EXPECT_EQ(log_.str(),
+            "Only 'code' view supports pprof output now.\n"
+            "pprof output is not supported; use file or timeline output\n");
+  EXPECT_FALSE(fs::exists("/tmp/x.pb.gz"));
+}
+
+TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
+  Graph g;
+  Profiler p(g);
+  std::ostringstream log;
+  p.set_log(&log);
+  p.add_step(4, RunMetadata());
+  EXPECT_TRUE(p.steps().empty());
+  EXPECT_EQ(log.str(), "Invalid RunMetadata for step 4\n");
+}
+
+}  // namespace
+}  // namespace stepscope

@@ -1,0 +1,206 @@
+#include "stepscope/profiler/tfprof/protos.h"
+
+#include <cstdio>
+
+namespace stepscope {
+namespace {
+
+void append_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+void append_key(std::string& out, std::string_view key) {
+  if (out.back() != '{') out += ',';
+  append_string(out, key);
+  out += ':';
+}
+
+void append_int(std::string& out, std::string_view key, int64_t v) {
+  append_key(out, key);
+  out += std::to_string(v);
+}
+
+void append_dims(std::string& out, const std::vector<int64_t>& dims) {
+  out += '[';
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(dims[i]);
+  }
+  out += ']';
+}
+
+void append_graph_node(std::string& out, const GraphNodeProto& n) {
+  out += '{';
+  append_key(out, "name");
+  append_string(out, n.name);
+  append_int(out, "run_count", n.run_count);
+  append_int(out, "exec_micros", n.exec_micros);
+  append_int(out, "accelerator_exec_micros", n.accelerator_exec_micros);
+  append_int(out, "cpu_exec_micros", n.cpu_exec_micros);
+  append_int(out, "requested_bytes", n.requested_bytes);
+  append_int(out, "peak_bytes", n.peak_bytes);
+  append_int(out, "residual_bytes", n.residual_bytes);
+  append_int(out, "output_bytes", n.output_bytes);
+  append_int(out, "parameters", n.parameters);
+  append_int(out, "float_ops", n.float_ops);
+  append_key(out, "devices");
+  out += '[';
+  for (size_t i = 0; i < n.devices.size(); ++i) {
+    if (i) out += ',';
+    append_string(out, n.devices[i]);
+  }
+  out += ']';
+  append_int(out, "total_definition_count", n.total_definition_count);
+  append_int(out, "total_run_count", n.total_run_count);
+  append_int(out, "total_exec_micros", n.total_exec_micros);
+  append_int(out, "total_accelerator_exec_micros", n.total_accelerator_exec_micros);
+  append_int(out, "total_cpu_exec_micros", n.total_cpu_exec_micros);
+  append_int(out, "total_requested_bytes", n.total_requested_bytes);
+  append_int(out, "total_peak_bytes", n.total_peak_bytes);
+  append_int(out, "total_residual_bytes", n.total_residual_bytes);
+  append_int(out, "total_output_bytes", n.total_output_bytes);
+  append_int(out, "total_parameters", n.total_parameters);
+  append_int(out, "total_float_ops", n.total_float_ops);
+  append_key(out, "shapes");
+  out += '[';
+  for (size_t i = 0; i < n.shapes.size(); ++i) {
+    if (i) out += ',';
+    append_dims(out, n.shapes[i]);
+  }
+  out += ']';
+  append_key(out, "input_shapes");
+  out += '{';
+  for (const auto& [index, dims] : n.input_shapes) {
+    append_key(out, std::to_string(index));
+    append_dims(out, dims);
+  }
+  out += '}';
+  append_key(out, "children");
+  out += '[';
+  for (size_t i = 0; i < n.children.size(); ++i) {
+    if (i) out += ',';
+    append_graph_node(out, n.children[i]);
+  }
+  out += "]}";
+}
+
+void append_multi_node(std::string& out, const MultiGraphNodeProto& n) {
+  out += '{';
+  append_key(out, "name");
+  append_string(out, n.name);
+  append_int(out, "exec_micros", n.exec_micros);
+  append_int(out, "accelerator_exec_micros", n.accelerator_exec_micros);
+  append_int(out, "cpu_exec_micros", n.cpu_exec_micros);
+  append_int(out, "requested_bytes", n.requested_bytes);
+  append_int(out, "peak_bytes", n.peak_bytes);
+  append_int(out, "residual_bytes", n.residual_bytes);
+  append_int(out, "output_bytes", n.output_bytes);
+  append_int(out, "parameters", n.parameters);
+  append_int(out, "float_ops", n.float_ops);
+  append_int(out, "total_exec_micros", n.total_exec_micros);
+  append_int(out, "total_accelerator_exec_micros", n.total_accelerator_exec_micros);
+  append_int(out, "total_cpu_exec_micros", n.total_cpu_exec_micros);
+  append_int(out, "total_requested_bytes", n.total_requested_bytes);
+  append_int(out, "total_peak_bytes", n.total_peak_bytes);
+  append_int(out, "total_residual_bytes", n.total_residual_bytes);
+  append_int(out, "total_output_bytes", n.total_output_bytes);
+  append_int(out, "total_parameters", n.total_parameters);
+  append_int(out, "total_float_ops", n.total_float_ops);
+  append_key(out, "graph_nodes");
+  out += '[';
+  for (size_t i = 0; i < n.graph_nodes.size(); ++i) {
+    if (i) out += ',';
+    append_graph_node(out, n.graph_nodes[i]);
+  }
+  out += ']';
+  append_key(out, "children");
+  out += '[';
+  for (size_t i = 0; i < n.children.size(); ++i) {
+    if (i) out += ',';
+    append_multi_node(out, n.children[i]);
+  }
+  out += "]}";
+}
+
+}  // namespace
+
+AdvisorOptions AdvisorOptions::all() {
+  AdvisorOptions o;
+  o.checkers["ExpensiveOperationChecker"];
+  o.checkers["AcceleratorUtilizationChecker"];
+  o.checkers["JobChecker"];
+  o.checkers["OperationChecker"];
+  return o;
+}
+
+std::string AdviceProto::text() const {
+  std::string out;
+  for (const auto& [name, checker] : checkers) {
+    out += "\n" + name + ":\n";
+    for (const std::string& r : checker.reports) out += r + "\n";
+  }
+  return out;
+}
+
+std::string to_json(const GraphNodeProto& node) {
+  std::string out;
+  out.reserve(1024);
+  append_graph_node(out, node);
+  return out;
+}
+
+std::string to_json(const MultiGraphNodeProto& node) {
+  std::string out;
+  out.reserve(1024);
+  append_multi_node(out, node);
+  return out;
+}
+
+std::string to_json(const AdviceProto& advice) {
+  std::string out = "{";
+  append_key(out, "checkers");
+  out += '{';
+  for (const auto& [name, checker] : advice.checkers) {
+    append_key(out, name);
+    out += "{";
+    append_key(out, "reports");
+    out += '[';
+    for (size_t i = 0; i < checker.reports.size(); ++i) {
+      if (i) out += ',';
+      append_string(out, checker.reports[i]);
+    }
+    out += "]}";
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace stepscope

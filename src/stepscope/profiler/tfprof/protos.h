@@ -1,0 +1,110 @@
+// What the tfprof views and the advisor return: TensorFlow's tfprof_output.proto messages
+// (GraphNodeProto, MultiGraphNodeProto, AdviceProto) as plain structs, plus
+// AdvisorOptionsProto, and their JSON form for programs.
+//
+// Shapes use tfprof's vectors: a scalar is {1}, an unknown shape {} (see format_dims).
+//
+// JSON: an object per message with the proto's field names (snake_case); every scalar field is
+// written (zeros included) as a JSON number; repeated fields as arrays, input_shapes as an
+// object keyed by the input index ("0", "1", ...); children nest. tensor_value is not written
+// (tfprof's checkpoint values are not supported).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stepscope {
+
+// A node of the scope or graph view: one graph node (or a synthetic parent: the root
+// "_TFProfRoot", a name scope with no node of its own). The plain fields are the node's own
+// statistics for the chosen step (or the average over steps), the total_* fields those of the
+// node and every accounted descendant.
+struct GraphNodeProto {
+  std::string name;
+  int64_t run_count = 0;
+  int64_t exec_micros = 0;
+  int64_t accelerator_exec_micros = 0;
+  int64_t cpu_exec_micros = 0;
+  int64_t requested_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t residual_bytes = 0;
+  int64_t output_bytes = 0;
+  int64_t parameters = 0;
+  int64_t float_ops = 0;
+  std::vector<std::string> devices;
+
+  int64_t total_definition_count = 0;
+  int64_t total_run_count = 0;
+  int64_t total_exec_micros = 0;
+  int64_t total_accelerator_exec_micros = 0;
+  int64_t total_cpu_exec_micros = 0;
+  int64_t total_requested_bytes = 0;
+  int64_t total_peak_bytes = 0;
+  int64_t total_residual_bytes = 0;
+  int64_t total_output_bytes = 0;
+  int64_t total_parameters = 0;
+  int64_t total_float_ops = 0;
+
+  std::vector<std::vector<int64_t>> shapes;              // the variable's shape, for parameters
+  std::map<int32_t, std::vector<int64_t>> input_shapes;  // by input index
+  std::vector<GraphNodeProto> children;                  // the displayed children, in display order
+};
+
+// A node of the op view (an op type) or the code view (a source line): an aggregate of graph
+// nodes. In the op view the displayed rows form a chain: each is the single child of the
+// previous one (the root's child is the first row).
+struct MultiGraphNodeProto {
+  std::string name;
+  int64_t exec_micros = 0;
+  int64_t accelerator_exec_micros = 0;
+  int64_t cpu_exec_micros = 0;
+  int64_t requested_bytes = 0;
+  int64_t peak_bytes = 0;
+  int64_t residual_bytes = 0;
+  int64_t output_bytes = 0;
+  int64_t parameters = 0;
+  int64_t float_ops = 0;
+
+  int64_t total_exec_micros = 0;
+  int64_t total_accelerator_exec_micros = 0;
+  int64_t total_cpu_exec_micros = 0;
+  int64_t total_requested_bytes = 0;
+  int64_t total_peak_bytes = 0;
+  int64_t total_residual_bytes = 0;
+  int64_t total_output_bytes = 0;
+  int64_t total_parameters = 0;
+  int64_t total_float_ops = 0;
+
+  std::vector<GraphNodeProto> graph_nodes;  // the accounted graph nodes it aggregates
+  std::vector<MultiGraphNodeProto> children;
+};
+
+// advise()'s options: the checkers to run, each with its (string) options. The built-in
+// checkers accept options but use none, as TensorFlow's.
+struct AdvisorOptions {
+  std::map<std::string, std::map<std::string, std::string>> checkers;
+
+  // TensorFlow's ALL_ADVICE: ExpensiveOperationChecker, AcceleratorUtilizationChecker,
+  // JobChecker (internal to Google; runs nothing) and OperationChecker.
+  static AdvisorOptions all();
+};
+
+// advise()'s result: the reports of each checker that ran, by checker name.
+struct AdviceProto {
+  struct Checker {
+    std::vector<std::string> reports;
+  };
+  std::map<std::string, Checker> checkers;
+
+  // What TensorFlow prints: for each checker (alphabetically) "\n<name>:\n", then each report
+  // and a newline.
+  std::string text() const;
+};
+
+std::string to_json(const GraphNodeProto& node);
+std::string to_json(const MultiGraphNodeProto& node);
+std::string to_json(const AdviceProto& advice);
+
+}  // namespace stepscope

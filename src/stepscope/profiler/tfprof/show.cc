@@ -1,0 +1,267 @@
+#include "stepscope/profiler/tfprof/show.h"
+
+namespace stepscope::tfprof {
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model,
+                     const std::vector<NodeStats>& stats) {
+  p.name = std::string(name);
+  p.devices.clear();
+  p.shapes.clear();
+  p.input_shapes.clear();
+  p.children.clear();
+  if (index < 0) {
+    p.run_count = p.exec_micros = p.accelerator_exec_micros = p.cpu_exec_micros = 0;
+    p.requested_bytes = p.peak_bytes = p.residual_bytes = p.output_bytes = 0;
+    p.parameters = p.float_ops = 0;
+    return;
+  }
+  const ModelNode& node = model.nodes[index];
+  const NodeStats& s = stats[index];
+  if (node.device >= 0) p.devices.push_back(model.devices[node.device]);
+  p.run_count = s.run_count;
+  p.exec_micros = s.exec_micros;
+  p.accelerator_exec_micros = s.accelerator_exec_micros;
+  p.cpu_exec_micros = s.cpu_exec_micros;
+  p.requested_bytes = s.requested_bytes;
+  p.peak_bytes = s.peak_bytes;
+  p.residual_bytes = s.residual_bytes;
+  p.output_bytes = s.output_bytes;
+  p.float_ops = s.float_ops;
+  p.parameters = node.parameters;
+  if (!node.shape.empty()) p.shapes.push_back(node.shape);
+  for (size_t i = 0; i < node.input_shapes.size(); ++i) p.input_shapes[static_cast<int32_t>(i)] = node.input_shapes[i];
+}
+
+void reset_totals(GraphNodeProto& p) {
+  p.total_definition_count = p.total_run_count = 0;
+  p.total_exec_micros = p.total_accelerator_exec_micros = p.total_cpu_exec_micros = 0;
+  p.total_requested_bytes = p.total_peak_bytes = p.total_residual_bytes = p.total_output_bytes = 0;
+  p.total_parameters = p.total_float_ops = 0;
+  p.children.clear();
+}
+
+void reset_totals(MultiGraphNodeProto& p) {
+  p.total_exec_micros = p.total_accelerator_exec_micros = p.total_cpu_exec_micros = 0;
+  p.total_requested_bytes = p.total_peak_bytes = p.total_residual_bytes = p.total_output_bytes = 0;
+  p.total_parameters = p.total_float_ops = 0;
+  p.children.clear();
+}
+
+void add_self_to_totals(GraphNodeProto& p) {
+  p.total_definition_count += 1;
+  p.total_run_count += p.run_count;
+  p.total_exec_micros += p.exec_micros;
+  p.total_accelerator_exec_micros += p.accelerator_exec_micros;
+  p.total_cpu_exec_micros += p.cpu_exec_micros;
+  p.total_requested_bytes += p.requested_bytes;
+  p.total_peak_bytes += p.peak_bytes;
+  p.total_residual_bytes += p.residual_bytes;
+  p.total_output_bytes += p.output_bytes;
+  p.total_parameters += p.parameters;
+  p.total_float_ops += p.float_ops;
+}
+
+void add_self_to_totals(MultiGraphNodeProto& p) {
+  p.total_exec_micros += p.exec_micros;
+  p.total_accelerator_exec_micros += p.accelerator_exec_micros;
+  p.total_cpu_exec_micros += p.cpu_exec_micros;
+  p.total_requested_bytes += p.requested_bytes;
+  p.total_peak_bytes += p.peak_bytes;
+  p.total_residual_bytes += p.residual_bytes;
+  p.total_output_bytes += p.output_bytes;
+  p.total_parameters += p.parameters;
+  p.total_float_ops += p.float_ops;
+}
+
+void aggregate_totals(GraphNodeProto& into, const GraphNodeProto& from) {
+  into.total_run_count += from.total_run_count;
+  into.total_definition_count += from.total_definition_count;
+  into.total_exec_micros += from.total_exec_micros;
+  into.total_accelerator_exec_micros += from.total_accelerator_exec_micros;
+  into.total_cpu_exec_micros += from.total_cpu_exec_micros;
+  into.total_requested_bytes += from.total_requested_bytes;
+  into.total_peak_bytes += from.total_peak_bytes;
+  into.total_residual_bytes += from.total_residual_bytes;
+  into.total_output_bytes += from.total_output_bytes;
+  into.total_parameters += from.total_parameters;
+  into.total_float_ops += from.total_float_ops;
+}
+
+void aggregate_totals(MultiGraphNodeProto& into, const MultiGraphNodeProto& from) {
+  into.total_exec_micros += from.total_exec_micros;
+  into.total_accelerator_exec_micros += from.total_accelerator_exec_micros;
+  into.total_cpu_exec_micros += from.total_cpu_exec_micros;
+  into.total_requested_bytes += from.total_requested_bytes;
+  into.total_peak_bytes += from.total_peak_bytes;
+  into.total_residual_bytes += from.total_residual_bytes;
+  into.total_output_bytes += from.total_output_bytes;
+  into.total_parameters += from.total_parameters;
+  into.total_float_ops += from.total_float_ops;
+}
+
+bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth) {
+  return !(p.total_requested_bytes < o.min_bytes || p.total_peak_bytes < o.min_peak_bytes ||
+           p.total_residual_bytes < o.min_residual_bytes || p.total_output_bytes < o.min_output_bytes ||
+           p.total_exec_micros < o.min_micros || p.total_accelerator_exec_micros < o.min_accelerator_micros ||
+           p.total_cpu_exec_micros < o.min_cpu_micros || p.parameters < o.min_params || p.float_ops < o.min_float_ops ||
+           p.run_count < o.min_occurrence || depth > o.max_depth);
+}
+
+bool passes_floors(const MultiGraphNodeProto& p, const ViewOptions& o, int depth) {
+  return !(p.total_requested_bytes < o.min_bytes || p.total_peak_bytes < o.min_peak_bytes ||
+           p.total_residual_bytes < o.min_residual_bytes || p.total_output_bytes < o.min_output_bytes ||
+           p.total_exec_micros < o.min_micros || p.total_accelerator_exec_micros < o.min_accelerator_micros ||
+           p.total_cpu_exec_micros < o.min_cpu_micros || p.total_parameters < o.min_params ||
+           p.total_float_ops < o.min_float_ops || depth > o.max_depth);
+}
+
+bool passes_names(std::string_view name, const ViewOptions& o) {
+  if (!o.show.matches(name)) return false;
+  return o.hide.empty() || !o.hide.matches(name);
+}
+
+std::string self_total(bool account, const std::string& self, const std::string& total) {
+  return (account ? self : std::string("--")) + "/" + total;
+}
+
+std::string format_graph_node(const GraphNodeProto& p, bool account, const ModelNode* node,
+                              std::string_view synthetic_op_type, const ViewOptions& o) {
+  std::vector<std::string> info;
+  if (o.has(Field::kParams)) {
+    if (node && !node->shape.empty()) info.push_back(format_dims(node->shape));
+    info.push_back(self_total(account, format_number(p.parameters), format_number(p.total_parameters) + " params"));
+  }
+  if (o.has(Field::kFloatOps))
+    info.push_back(self_total(account, format_number(p.float_ops), format_number(p.total_float_ops) + " flops"));
+  if (o.has(Field::kBytes))
+    info.push_back(self_total(account, format_memory(p.requested_bytes), format_memory(p.total_requested_bytes)));
+  if (o.has(Field::kPeakBytes))
+    info.push_back(self_total(account, format_memory(p.peak_bytes), format_memory(p.total_peak_bytes)));
+  if (o.has(Field::kResidualBytes))
+    info.push_back(self_total(account, format_memory(p.residual_bytes), format_memory(p.total_residual_bytes)));
+  if (o.has(Field::kOutputBytes))
+    info.push_back(self_total(account, format_memory(p.output_bytes), format_memory(p.total_output_bytes)));
+  const bool micros = o.has(Field::kMicros);
+  if (micros) info.push_back(self_total(account, format_time(p.exec_micros), format_time(p.total_exec_micros)));
+  if (micros || o.has(Field::kAcceleratorMicros))
+    info.push_back(
+        self_total(account, format_time(p.accelerator_exec_micros), format_time(p.total_accelerator_exec_micros)));
+  if (micros || o.has(Field::kCpuMicros))
+    info.push_back(self_total(account, format_time(p.cpu_exec_micros), format_time(p.total_cpu_exec_micros)));
+  if (o.has(Field::kDevice) && !p.devices.empty()) info.push_back(join(p.devices, "|"));
+  if (o.has(Field::kOpTypes)) info.push_back(node ? join(node->op_types, "|") : std::string(synthetic_op_type));
+  if (o.has(Field::kOccurrence)) {
+    const std::string run = self_total(account, format_number(p.run_count), format_number(p.total_run_count));
+    const std::string definition =
+        (account ? std::string("1") : std::string("--")) + "/" + format_number(p.total_definition_count);
+    info.push_back(run + "|" + definition);
+  }
+  if (o.has(Field::kInputShapes)) {
+    std::vector<std::string> shapes;
+    for (const auto& [index, dims] : p.input_shapes)
+      shapes.push_back(std::to_string(index) + ":" + (dims.empty() ? std::string("unknown") : format_dims(dims)));
+    info.push_back(join(shapes, "|"));
+  }
+  return p.name + " (" + join(info, ", ") + ")";
+}
+
+std::string graph_legend(const ViewOptions& o) {
+  std::vector<std::string> legends;
+  if (o.has(Field::kParams)) legends.emplace_back("# parameters");
+  if (o.has(Field::kFloatOps)) legends.emplace_back("# float_ops");
+  if (o.has(Field::kBytes)) legends.emplace_back("requested bytes");
+  if (o.has(Field::kPeakBytes)) legends.emplace_back("peak bytes");
+  if (o.has(Field::kResidualBytes)) legends.emplace_back("residual bytes");
+  if (o.has(Field::kOutputBytes)) legends.emplace_back("output bytes");
+  const bool micros = o.has(Field::kMicros);
+  if (micros) legends.emplace_back("total execution time");
+  if (micros || o.has(Field::kAcceleratorMicros)) legends.emplace_back("accelerator execution time");
+  if (micros || o.has(Field::kCpuMicros)) legends.emplace_back("cpu execution time");
+  if (o.has(Field::kDevice)) legends.emplace_back("assigned devices");
+  if (o.has(Field::kOpTypes)) legends.emplace_back("op types");
+  if (o.has(Field::kOccurrence)) legends.emplace_back("op count (run|defined)");
+  if (o.has(Field::kInputShapes)) legends.emplace_back("input shapes");
+  return "node name | " + join(legends, " | ") + "\n";
+}
+
+std::string multi_legend(const ViewOptions& o) {
+  std::vector<std::string> legends;
+  if (o.has(Field::kBytes)) legends.emplace_back("requested bytes");
+  if (o.has(Field::kPeakBytes)) legends.emplace_back("peak bytes");
+  if (o.has(Field::kResidualBytes)) legends.emplace_back("residual bytes");
+  if (o.has(Field::kOutputBytes)) legends.emplace_back("output bytes");
+  const bool micros = o.has(Field::kMicros);
+  if (micros) legends.emplace_back("total execution time");
+  if (micros || o.has(Field::kAcceleratorMicros)) legends.emplace_back("accelerator execution time");
+  if (micros || o.has(Field::kCpuMicros)) legends.emplace_back("cpu execution time");
+  if (o.has(Field::kParams)) legends.emplace_back("# parameters");
+  if (o.has(Field::kFloatOps)) legends.emplace_back("# float_ops");
+  if (o.has(Field::kDevice)) legends.emplace_back("assigned devices");
+  if (o.has(Field::kOpTypes)) legends.emplace_back("op types");
+  if (o.has(Field::kOccurrence)) legends.emplace_back("op occurrence (run|defined)");
+  if (o.has(Field::kInputShapes)) legends.emplace_back("input shapes");
+  return "node name | " + join(legends, " | ") + "\n";
+}
+
+}  // namespace stepscope::tfprof
+
+namespace stepscope::tfprof {
+
+bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_view name,
+                         const std::vector<int32_t>& nodes, const ProfileModel& model,
+                         const std::vector<NodeStats>& stats, const NameMatcher& account) {
+  p.name = std::string(name);
+  p.exec_micros = p.accelerator_exec_micros = p.cpu_exec_micros = 0;
+  p.requested_bytes = p.peak_bytes = p.residual_bytes = p.output_bytes = 0;
+  p.parameters = p.float_ops = 0;
+  p.graph_nodes.clear();
+  extra.op_types.clear();
+  extra.devices.clear();
+  bool matched = false;
+  for (int32_t index : nodes) {
+    const ModelNode& node = model.nodes[index];
+    if (!account.is_all()) {
+      bool any = false;
+      for (const std::string& type : node.op_types)
+        if (account.matches(type)) {
+          any = true;
+          break;
+        }
+      if (!any) continue;
+    }
+    matched = true;
+    const NodeStats& s = stats[index];
+    p.exec_micros += s.exec_micros;
+    p.accelerator_exec_micros += s.accelerator_exec_micros;
+    p.cpu_exec_micros += s.cpu_exec_micros;
+    p.requested_bytes += s.requested_bytes;
+    p.peak_bytes += s.peak_bytes;
+    p.residual_bytes += s.residual_bytes;
+    p.output_bytes += s.output_bytes;
+    p.float_ops += s.float_ops;
+    p.parameters += node.parameters;
+    for (const std::string& type : node.op_types) extra.op_types.push_back(type);
+    if (node.device >= 0) extra.devices.push_back(model.devices[node.device]);
+    GraphNodeProto& g = p.graph_nodes.emplace_back();
+    init_graph_node(g, node.name, index, model, stats);
+    add_self_to_totals(g);
+  }
+  auto sort_unique = [](std::vector<std::string_view>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  sort_unique(extra.op_types);
+  sort_unique(extra.devices);
+  return matched || (nodes.empty() && account.is_all());
+}
+
+}  // namespace stepscope::tfprof

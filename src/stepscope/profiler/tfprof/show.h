@@ -1,0 +1,108 @@
+// What the four views share (tfprof_show.{h,cc}, tfprof_show_multi.cc, tfprof_node_show.cc):
+// resetting and aggregating totals, the display filter, the sort, and the field formatting.
+// Internal to the tfprof views.
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/profiler/tfprof/protos.h"
+#include "stepscope/profiler/tfprof/view_options.h"
+
+namespace stepscope::tfprof {
+
+// ShowNode::ReInit: a graph node's own statistics (zeros for a synthetic node: index < 0).
+void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model,
+                     const std::vector<NodeStats>& stats);
+
+void reset_totals(GraphNodeProto& p);
+void reset_totals(MultiGraphNodeProto& p);
+void add_self_to_totals(GraphNodeProto& p);
+void add_self_to_totals(MultiGraphNodeProto& p);
+void aggregate_totals(GraphNodeProto& into, const GraphNodeProto& from);
+void aggregate_totals(MultiGraphNodeProto& into, const MultiGraphNodeProto& from);
+
+// The min_* floors and max_depth (not the name regexes). Scope/graph views compare the totals,
+// except parameters, float ops and occurrence (the node's own); op/code views compare the
+// totals of parameters and float ops too and leave min_occurrence to the op view.
+bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth);
+bool passes_floors(const MultiGraphNodeProto& p, const ViewOptions& o, int depth);
+// show_name_regexes must match, hide_name_regexes must not.
+bool passes_names(std::string_view name, const ViewOptions& o);
+
+// TFShow::SortNodes / TFMultiShow::SortNodes: the root first, then by order_by (name ascending;
+// numbers descending by their total; occurrence descending by the number of graph nodes in the
+// op/code views, by name in the scope/graph views), stably.
+template <typename Proto>
+void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order) {
+  auto total = [order](const Proto& p) -> int64_t {
+    switch (order) {
+      case OrderBy::kBytes:
+        return p.total_requested_bytes;
+      case OrderBy::kPeakBytes:
+        return p.total_peak_bytes;
+      case OrderBy::kResidualBytes:
+        return p.total_residual_bytes;
+      case OrderBy::kOutputBytes:
+        return p.total_output_bytes;
+      case OrderBy::kMicros:
+        return p.total_exec_micros;
+      case OrderBy::kAcceleratorMicros:
+        return p.total_accelerator_exec_micros;
+      case OrderBy::kCpuMicros:
+        return p.total_cpu_exec_micros;
+      case OrderBy::kParams:
+        return p.total_parameters;
+      case OrderBy::kFloatOps:
+        return p.total_float_ops;
+      default:
+        return 0;
+    }
+  };
+  constexpr bool kMulti = std::is_same_v<Proto, MultiGraphNodeProto>;
+  const bool by_name = order == OrderBy::kName || (order == OrderBy::kOccurrence && !kMulti);
+  std::stable_sort(items.begin(), items.end(), [&](int32_t a, int32_t b) {
+    const Proto& pa = protos[a];
+    const Proto& pb = protos[b];
+    if (pa.name == kTFProfRoot) return pb.name != kTFProfRoot;
+    if (pb.name == kTFProfRoot) return false;
+    if (by_name) return pa.name < pb.name;
+    if constexpr (kMulti) {
+      if (order == OrderBy::kOccurrence) return pa.graph_nodes.size() > pb.graph_nodes.size();
+    }
+    return total(pa) > total(pb);
+  });
+}
+
+// "<self>/<total>" or "--/<total>" for an unaccounted node.
+std::string self_total(bool account, const std::string& self, const std::string& total);
+
+// A scope/graph node line without indentation (TFShow::FormatNode): "name (f1, f2, ...)".
+// `node` is null for a synthetic node, whose op type is `synthetic_op_type`.
+std::string format_graph_node(const GraphNodeProto& p, bool account, const ModelNode* node,
+                              std::string_view synthetic_op_type, const ViewOptions& o);
+// The legend of scope/graph views (TFShow::FormatLegend).
+std::string graph_legend(const ViewOptions& o);
+// The legend of op/code views (TFMultiShow::FormatLegend).
+std::string multi_legend(const ViewOptions& o);
+
+std::string join(const std::vector<std::string>& items, std::string_view sep);
+
+// What a multi node (an op type, a source line) holds besides its proto.
+struct MultiExtra {
+  std::vector<std::string_view> op_types;  // sorted, unique
+  std::vector<std::string_view> devices;   // sorted, unique
+};
+// ShowMultiNode::ReInit (TFMultiGraphNode::SnapshotNodes): the node's own statistics are the
+// sums over its graph nodes whose op types match account_type_regexes; graph_nodes gets each
+// of them. Returns whether the node is accounted: some graph node matched (or it has none and
+// the regexes are exactly {".*"}).
+bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_view name,
+                         const std::vector<int32_t>& nodes, const ProfileModel& model,
+                         const std::vector<NodeStats>& stats, const NameMatcher& account);
+
+}  // namespace stepscope::tfprof

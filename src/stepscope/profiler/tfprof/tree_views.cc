@@ -1,0 +1,253 @@
+// The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
+#include <map>
+
+#include "stepscope/profiler/tfprof/show.h"
+#include "stepscope/profiler/tfprof/views.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+// Per-query state of a tree view, indexed like ViewTree::entries.
+struct TreeQuery {
+  const ViewTree& tree;
+  const ProfileModel& model;
+  const std::vector<NodeStats>& stats;
+  const ViewOptions& o;
+  std::string_view synthetic_op_type;
+  std::vector<GraphNodeProto> protos;
+  std::vector<char> account;
+  std::vector<std::vector<int32_t>> show_children;
+  std::vector<std::string> lines;
+  std::vector<char> visited;  // graph view: each node is visited once per pass
+
+  TreeQuery(const ViewTree& t, const ProfileModel& m, const std::vector<NodeStats>& s, const ViewOptions& opts,
+            std::string_view synthetic)
+      : tree(t),
+        model(m),
+        stats(s),
+        o(opts),
+        synthetic_op_type(synthetic),
+        protos(t.entries.size()),
+        account(t.entries.size(), 0),
+        show_children(t.entries.size()),
+        lines(t.entries.size()),
+        visited(t.entries.size(), 0) {}
+
+  const ModelNode* model_node(int32_t e) const {
+    const int32_t n = tree.entries[e].node;
+    return n >= 0 ? &model.nodes[n] : nullptr;
+  }
+
+  // ReAccount: re-reads the node's statistics, then matches its op types.
+  bool reaccount(int32_t e) {
+    const ViewTree::Entry& entry = tree.entries[e];
+    init_graph_node(protos[e], entry.name, entry.node, model, stats);
+    if (o.account.is_all()) return true;
+    if (const ModelNode* n = model_node(e)) {
+      for (const std::string& type : n->op_types)
+        if (o.account.matches(type)) return true;
+      return false;
+    }
+    return o.account.matches(synthetic_op_type);
+  }
+
+  bool should_show(int32_t e, int depth) const {
+    const GraphNodeProto& p = protos[e];
+    if (e == tree.root) return true;
+    return passes_floors(p, o, depth) && passes_names(p.name, o);
+  }
+
+  bool should_trim(int32_t e) const { return !o.trim.empty() && o.trim.matches(tree.entries[e].name); }
+
+  // Accounting of the scope view: a node stays when it or a descendant is accounted; its totals
+  // are its own statistics plus its staying children's totals.
+  std::vector<int32_t> account_scope(const std::vector<int32_t>& roots) {
+    std::vector<int32_t> kept;
+    for (int32_t e : roots) {
+      reset_totals(protos[e]);
+      std::vector<int32_t> kept_children = account_scope(tree.entries[e].children);
+      account[e] = reaccount(e);
+      if (account[e] || !kept_children.empty()) {
+        keep(e, kept_children);
+        kept.push_back(e);
+      }
+    }
+    return kept;
+  }
+
+  // Accounting of the graph view: an unaccounted node passes its accounted inputs up.
+  std::vector<int32_t> account_graph(const std::vector<int32_t>& roots) {
+    std::vector<int32_t> kept;
+    for (int32_t e : roots) {
+      if (visited[e]) continue;
+      visited[e] = 1;
+      std::vector<int32_t> kept_children = account_graph(tree.entries[e].children);
+      account[e] = reaccount(e);
+      if (account[e]) {
+        keep(e, kept_children);
+        kept.push_back(e);
+      } else {
+        kept.insert(kept.end(), kept_children.begin(), kept_children.end());
+      }
+    }
+    return kept;
+  }
+
+  void keep(int32_t e, const std::vector<int32_t>& kept_children) {
+    show_children[e].clear();
+    reset_totals(protos[e]);
+    add_self_to_totals(protos[e]);
+    for (int32_t c : kept_children) {
+      aggregate_totals(protos[e], protos[c]);
+      show_children[e].push_back(c);
+    }
+  }
+
+  // The first nodes matching start_name_regexes on each branch.
+  std::vector<int32_t> search_root(const std::vector<int32_t>& roots, bool once) {
+    std::vector<int32_t> found;
+    for (int32_t e : roots) {
+      if (once) {
+        if (visited[e]) continue;
+        visited[e] = 1;
+      }
+      if (o.start.matches(tree.entries[e].name)) {
+        found.push_back(e);
+        continue;
+      }
+      std::vector<int32_t> below = search_root(show_children[e], once);
+      found.insert(found.end(), below.begin(), below.end());
+    }
+    return found;
+  }
+
+  // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor.
+  std::vector<int32_t> print(const std::vector<int32_t>& roots, int depth, int last_indent, bool once) {
+    std::vector<int32_t> shown;
+    for (int32_t e : roots) {
+      if (once) {
+        if (visited[e]) continue;
+        visited[e] = 1;
+      }
+      const bool show = should_show(e, depth);
+      const int indent = show ? last_indent + 2 : last_indent;
+      std::vector<int32_t> shown_children;
+      if (!should_trim(e) && depth <= o.max_depth) shown_children = print(show_children[e], depth + 1, indent, once);
+      if (show) {
+        show_children[e].clear();
+        if (o.account_displayed_op_only) {
+          reset_totals(protos[e]);
+          add_self_to_totals(protos[e]);
+        }
+        sort_by_order(shown_children, protos, o.order_by);
+        for (int32_t c : shown_children) {
+          show_children[e].push_back(c);
+          if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
+        }
+        lines[e] = std::string(last_indent, ' ') +
+                   format_graph_node(protos[e], account[e] != 0, model_node(e), synthetic_op_type, o) + "\n";
+        shown.push_back(e);
+      } else {
+        shown.insert(shown.end(), shown_children.begin(), shown_children.end());
+      }
+    }
+    return shown;
+  }
+
+  void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
+    for (int32_t c : show_children[e]) {
+      text += lines[c];
+      if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
+      GraphNodeProto child = protos[c];
+      format(c, text, child, displayed);
+      out.children.push_back(std::move(child));
+    }
+  }
+
+  GraphViewResult run(bool graph_view) {
+    const int32_t root = tree.root;
+    init_graph_node(protos[root], kTFProfRoot, -1, model, stats);
+    reset_totals(protos[root]);
+    show_children[root].clear();
+    std::vector<int32_t> roots =
+        graph_view ? account_graph(tree.entries[root].children) : account_scope(tree.entries[root].children);
+    for (int32_t e : roots) aggregate_totals(protos[root], protos[e]);
+    if (!o.start.is_all()) {
+      std::fill(visited.begin(), visited.end(), 0);
+      roots = search_root(roots, graph_view);
+    }
+    std::fill(visited.begin(), visited.end(), 0);
+    show_children[root] = roots;
+    print({root}, 1, 0, graph_view);
+
+    GraphViewResult result;
+    result.text = graph_legend(o) + lines[root];
+    result.root = protos[root];
+    format(root, result.text, result.root, result.displayed);
+    return result;
+  }
+};
+
+}  // namespace
+
+ViewTree build_scope_tree(const ProfileModel& model) {
+  ViewTree tree;
+  std::map<std::string, int32_t, std::less<>> by_name;
+  auto add = [&](std::string name, int32_t node) {
+    tree.entries.push_back({name, node, {}});
+    by_name.emplace(std::move(name), static_cast<int32_t>(tree.entries.size() - 1));
+  };
+  for (size_t i = 0; i < model.nodes.size(); ++i)
+    if (!by_name.count(model.nodes[i].name)) add(model.nodes[i].name, static_cast<int32_t>(i));
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    std::string_view name = model.nodes[i].name;
+    for (size_t slash = name.rfind('/'); slash != std::string_view::npos; slash = name.rfind('/')) {
+      name = name.substr(0, slash);
+      if (!by_name.count(name)) add(std::string(name), -1);
+    }
+  }
+  std::vector<int32_t> roots;
+  for (const auto& [name, e] : by_name) {
+    const size_t slash = name.rfind('/');
+    if (slash == std::string::npos)
+      roots.push_back(e);
+    else
+      tree.entries[by_name.find(std::string_view(name).substr(0, slash))->second].children.push_back(e);
+  }
+  tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
+  tree.root = static_cast<int32_t>(tree.entries.size() - 1);
+  return tree;
+}
+
+ViewTree build_graph_tree(const ProfileModel& model) {
+  ViewTree tree;
+  const size_t n = model.nodes.size();
+  tree.entries.resize(n);
+  std::vector<char> is_input(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    tree.entries[i].name = model.nodes[i].name;
+    tree.entries[i].node = static_cast<int32_t>(i);
+    tree.entries[i].children = model.nodes[i].inputs;
+    for (int32_t in : model.nodes[i].inputs) is_input[in] = 1;
+  }
+  std::vector<int32_t> roots;
+  for (size_t i = 0; i < n; ++i)
+    if (!is_input[i]) roots.push_back(static_cast<int32_t>(i));
+  std::sort(roots.begin(), roots.end(),
+            [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+  tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
+  tree.root = static_cast<int32_t>(n);
+  return tree;
+}
+
+GraphViewResult show_scope(const ViewTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                           const ViewOptions& options) {
+  return TreeQuery(tree, model, stats, options, kTFScopeParent).run(false);
+}
+
+GraphViewResult show_graph(const ViewTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                           const ViewOptions& options) {
+  return TreeQuery(tree, model, stats, options, kTFGraphParent).run(true);
+}
+
+}  // namespace stepscope::tfprof

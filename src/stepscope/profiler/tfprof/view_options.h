@@ -1,0 +1,96 @@
+// ProfileOptions resolved once per query for the views: order_by and select as enums, the
+// regexes compiled (from a cache, so repeated queries compile nothing) and the ".*" shortcuts
+// TensorFlow takes, so that a query with the default regexes runs no regex at all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "stepscope/profiler/tfprof/options.h"
+
+namespace stepscope::tfprof {
+
+// kProfileSelect's order.
+enum class Field : uint8_t {
+  kBytes,
+  kMicros,
+  kParams,
+  kFloatOps,
+  kTensorValue,
+  kDevice,
+  kOpTypes,
+  kOccurrence,
+  kInputShapes,
+  kAcceleratorMicros,
+  kCpuMicros,
+  kPeakBytes,
+  kResidualBytes,
+  kOutputBytes,
+};
+
+// kProfileOrderBy's order.
+enum class OrderBy : uint8_t {
+  kName,
+  kBytes,
+  kPeakBytes,
+  kResidualBytes,
+  kOutputBytes,
+  kMicros,
+  kAcceleratorMicros,
+  kCpuMicros,
+  kParams,
+  kFloatOps,
+  kOccurrence,
+};
+
+// Compiled regexes by pattern; a Profiler keeps one for its lifetime.
+class RegexCache {
+ public:
+  // InvalidArgumentError "Invalid option '<flag>' value: '<pattern>'" when it does not compile.
+  const std::regex& get(const std::string& pattern, std::string_view flag);
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<std::regex>> compiled_;
+};
+
+// A list of name regexes, each a full match (RE2::FullMatch in TensorFlow).
+class NameMatcher {
+ public:
+  NameMatcher() = default;
+  NameMatcher(const std::vector<std::string>& patterns, std::string_view flag, RegexCache& cache);
+
+  // True when the list is exactly {".*"}: TensorFlow's shortcut for "everything".
+  bool is_all() const { return all_; }
+  bool empty() const { return regexes_.empty() && !all_; }
+  bool matches(std::string_view name) const;
+
+ private:
+  bool all_ = false;
+  std::vector<const std::regex*> regexes_;
+};
+
+struct ViewOptions {
+  const ProfileOptions* options = nullptr;  // the options as given (for the Options banner)
+  int max_depth = 0;
+  int64_t min_bytes = 0, min_peak_bytes = 0, min_residual_bytes = 0, min_output_bytes = 0;
+  int64_t min_micros = 0, min_accelerator_micros = 0, min_cpu_micros = 0;
+  int64_t min_params = 0, min_float_ops = 0, min_occurrence = 0;
+  int64_t step = -1;
+  OrderBy order_by = OrderBy::kName;
+  uint32_t select = 0;  // bit per Field
+  NameMatcher account, start, trim, show, hide;
+  bool account_displayed_op_only = false;
+  ProfileOutput output;
+
+  bool has(Field f) const { return (select >> static_cast<int>(f)) & 1u; }
+};
+
+// Throws as validate_profile_options.
+ViewOptions resolve_options(const ProfileOptions& options, RegexCache& cache);
+
+}  // namespace stepscope::tfprof

@@ -1,0 +1,79 @@
+// The four tfprof views over a ProfileModel (tfprof_scope.cc, tfprof_graph.cc, tfprof_op.cc,
+// tfprof_code.cc). A view's structure is built once per model structure; each query then
+// accounts, filters, sorts and formats it for one step. Internal to the Profiler.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/profiler/tfprof/protos.h"
+#include "stepscope/profiler/tfprof/view_options.h"
+
+namespace stepscope::tfprof {
+
+struct GraphViewResult {
+  GraphNodeProto root;
+  std::string text;                // legend + node lines (what follows tfprof's "Profile:\n")
+  std::vector<int32_t> displayed;  // model nodes displayed, in display order
+};
+
+struct MultiViewResult {
+  MultiGraphNodeProto root;
+  std::string text;
+  std::vector<int32_t> displayed;  // model nodes aggregated by the displayed rows
+};
+
+// A tree over the model: entry `node` is a model node index or -1 for a synthetic node.
+struct ViewTree {
+  struct Entry {
+    std::string name;
+    int32_t node = -1;
+    std::vector<int32_t> children;
+  };
+  std::vector<Entry> entries;
+  int32_t root = -1;
+};
+
+// Name scopes: "a/b/c" is a child of "a/b" (a synthetic "_kTFScopeParent" node when no node has
+// that name); children and the root's children in name order.
+ViewTree build_scope_tree(const ProfileModel& model);
+// Dataflow: a node's children are its inputs (data, then control); the root's children are
+// the nodes that are no node's input, in name order.
+ViewTree build_graph_tree(const ProfileModel& model);
+
+// Op types, each with its nodes in name order; the code view's tree of source lines.
+struct OpGroups {
+  std::vector<std::string> op_types;        // sorted
+  std::vector<std::vector<int32_t>> nodes;  // per op type, by name
+};
+OpGroups build_op_groups(const ProfileModel& model);
+
+struct CodeTree {
+  struct Entry {
+    std::string name;            // "file.cc:42:function" (+ " (gradient)")
+    std::vector<int32_t> nodes;  // model nodes created there, by name
+    std::vector<int32_t> children;
+  };
+  std::vector<Entry> entries;  // entries[0] is the root
+  int64_t unaccounted_gradients = 0;
+};
+// Each node goes under "basename:line:function" of its source location; a gradient node
+// ("gradients/<forward>_grad/...") under its forward node's line, suffixed " (gradient)".
+CodeTree build_code_tree(const ProfileModel& model);
+// "function" from a compiler's std::source_location::function_name() ("int ns::f(int)" -> "f");
+// functions of 20 characters or more are cut to 17 and "..." as tfprof does.
+std::string code_trace_name(const SourceLocation& location);
+
+GraphViewResult show_scope(const ViewTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                           const ViewOptions& options);
+GraphViewResult show_graph(const ViewTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                           const ViewOptions& options);
+MultiViewResult show_op(const OpGroups& groups, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                        const ViewOptions& options);
+MultiViewResult show_code(const CodeTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
+                          const ViewOptions& options, std::ostream& log);
+
+}  // namespace stepscope::tfprof
