@@ -136,7 +136,8 @@ TEST_F(ProfilerTest, CodeViewGroupsByTheUsersLines) {
   EXPECT_NE(code.text.find("  " + line + " ("), std::string::npos) << code.text;
   EXPECT_NE(code.text.find("  " + line + " (gradient) ("), std::string::npos) << code.text;
   for (const auto& c : code.root.children) {
-    if (c.name == line) EXPECT_EQ(c.float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
+    if (c.name != line) continue;
+    EXPECT_EQ(c.float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
   }
 }
 
