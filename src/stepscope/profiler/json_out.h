@@ -129,11 +129,30 @@ inline size_t utf8_sequence_length(std::string_view s, size_t i) {
   return 0;
 }
 
+// Whether all 8 bytes of w are plain: none below 0x20, no quote, no backslash, none ≥ 0x80
+// (the has-zero-byte and has-less-than tricks, exact for the word as a whole).
+inline bool plain_word(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  const uint64_t quote = w ^ (kOnes * '"'), backslash = w ^ (kOnes * '\\');
+  const uint64_t hits = ((w - kOnes * 0x20) & ~w)             // a byte below 0x20
+                        | ((quote - kOnes) & ~quote)          // a quote
+                        | ((backslash - kOnes) & ~backslash)  // a backslash
+                        | w;                                  // a byte of 0x80 or more
+  return (hits & kHighs) == 0;
+}
+
 inline void Sink::str_body(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
-    // A run of plain bytes, copied at once (in pieces that fit the buffer).
+    // A run of plain bytes, copied at once (in pieces that fit the buffer); eight at a time
+    // while they are all plain.
     size_t j = i;
+    while (j + 8 <= s.size()) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + j, 8);
+      if (!plain_word(w)) break;
+      j += 8;
+    }
     while (j < s.size() && kPlain.plain[static_cast<unsigned char>(s[j])]) ++j;
     while (i < j) {
       const size_t n = std::min(j - i, kCapacity / 2);

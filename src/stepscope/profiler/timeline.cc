@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <string_view>
 
 #include "stepscope/graph/graph.h"
@@ -17,43 +18,47 @@ namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
-// Name → index, open addressing, one allocation for the whole table.
+// Name → index of a name in `names`, open addressing: 8 bytes a slot (the table of a
+// 10,000-node step stays in L2), names compared only when their hashes' top bits match.
 class NameIndex {
  public:
-  void reset(size_t n) {
+  void reset(std::span<const std::string_view> names) {
     size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
+    while (cap < 2 * names.size()) cap *= 2;
     slots_.assign(cap, Slot{});
     mask_ = cap - 1;
-  }
-  // A later insert of the same name wins (as TensorFlow's dict does).
-  void insert(std::string_view key, int32_t value) {
-    const size_t h = std::hash<std::string_view>{}(key);
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.value < 0 || (s.hash == h && s.key == key)) {
-        s = {h, key, value};
-        return;
+    names_ = names;
+    // A later name equal to an earlier one wins (as TensorFlow's dict does).
+    for (size_t i = 0; i < names.size(); ++i) {
+      const size_t h = hash(names[i]);
+      for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+        Slot& slot = slots_[at];
+        if (slot.value < 0 || (slot.tag == tag(h) && names_[slot.value] == names[i])) {
+          slot = {tag(h), static_cast<int32_t>(i)};
+          break;
+        }
       }
     }
   }
   int32_t find(std::string_view key) const {
-    const size_t h = std::hash<std::string_view>{}(key);
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.value < 0) return -1;
-      if (s.hash == h && s.key == key) return s.value;
+    const size_t h = hash(key);
+    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+      const Slot& slot = slots_[at];
+      if (slot.value < 0) return -1;
+      if (slot.tag == tag(h) && names_[slot.value] == key) return slot.value;
     }
   }
 
  private:
   struct Slot {
-    size_t hash = 0;
-    std::string_view key;
+    uint32_t tag = 0;
     int32_t value = -1;
   };
+  static size_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+  static uint32_t tag(size_t h) { return static_cast<uint32_t>(h >> 32); }
   std::vector<Slot> slots_;
   size_t mask_ = 0;
+  std::span<const std::string_view> names_;
 };
 
 // TensorFlow's `(.*) = (.*)\((.*)\)` on a timeline label (greedy groups; '.' taken to match
@@ -164,18 +169,24 @@ struct Timeline::Impl {
   std::vector<std::string_view> devices;
   std::vector<int32_t> num_lanes;  // per device
   std::vector<Node> nodes;
+  std::vector<std::string_view> names;  // of the nodes (what inputs are looked up in)
   std::vector<Input> inputs;
   std::vector<Tensor> tensors;
   std::vector<Interval> intervals;
   std::vector<Series> series;
   int64_t base_wall_ns = 0;  // wall clock of trace time 0 (0: unknown)
   int32_t num_step_lanes = 0;
+  mutable std::once_flag dataflow_done, memory_done;
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
   // lane_lists: each device's lanes (the end of each lane's last node), kept across the steps
   // of a window so that later steps reuse the lanes.
-  void analyze_step(size_t k, NameIndex& index, std::vector<std::vector<int64_t>>& lane_lists);
+  void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);
+  void resolve_dataflow(size_t k, NameIndex& index);
   void analyze_memory(size_t k);
+  // The dataflow (inputs resolved) and memory analyses, done when a trace first needs them.
+  void need_dataflow() const;
+  void need_memory() const;
   void write(json_out::Sink& s, const ChromeTraceOptions& options) const;
   void write_snapshot(json_out::Sink& s, const Tensor& t) const;
   void write_tensor_name(json_out::Sink& s, const Tensor& t) const {
@@ -231,14 +242,11 @@ void Timeline::Impl::build(std::span<const StepStats* const> window_steps, std::
   }
 
   nodes.reserve(num_nodes);
+  names.reserve(num_nodes);
   inputs.reserve(num_nodes * 2);
   tensors.reserve(num_nodes + num_nodes / 2);
-  NameIndex index;
   std::vector<std::vector<int64_t>> lane_lists;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    analyze_step(k, index, lane_lists);
-    analyze_memory(k);
-  }
+  for (size_t k = 0; k < steps.size(); ++k) analyze_step(k, lane_lists);
   // The steps' own slices, on lanes of their own should two overlap (concurrent runs).
   std::vector<int64_t> lanes;
   for (Step& st : steps) {
@@ -251,7 +259,7 @@ void Timeline::Impl::build(std::span<const StepStats* const> window_steps, std::
   num_step_lanes = static_cast<int32_t>(lanes.size());
 }
 
-void Timeline::Impl::analyze_step(size_t k, NameIndex& index, std::vector<std::vector<int64_t>>& lane_lists) {
+void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists) {
   Step& step = steps[k];
   const StepStats& st = *step.stats;
   step.node_begin = nodes.size();
@@ -313,20 +321,24 @@ void Timeline::Impl::analyze_step(size_t k, NameIndex& index, std::vector<std::v
         if (gn.name() == ns.node_name) n.flops = node_float_ops(gn, *shapes);
       }
       nodes.push_back(n);
+      names.push_back(ns.node_name);
     }
   }
   step.node_end = nodes.size();
   step.start = st.base_ns != 0 || num_step_nodes == 0 ? st.base_ns + step.shift : kNever;
   for (size_t i = step.node_begin; i < step.node_end; ++i) step.start = std::min(step.start, nodes[i].start);
   step.end = std::max(step_end, step.start);
+}
 
-  // Inputs → the producers' tensors ("name" is output 0, "name:i" output i; an unknown name
-  // loses what follows its last "/_", as partitioning's Send/Recv names do).
-  index.reset(step.node_end - step.node_begin);
-  for (size_t i = step.node_begin; i < step.node_end; ++i)
-    index.insert(nodes[i].ns->node_name, static_cast<int32_t>(i));
+// Each input → the producer's tensor ("name" is output 0, "name:i" output i; an unknown name
+// loses what follows its last "/_", as partitioning's Send/Recv names do), and TensorFlow's
+// estimate of each tensor's last use.
+void Timeline::Impl::resolve_dataflow(size_t k, NameIndex& index) {
+  const Step& step = steps[k];
+  index.reset(std::span(names).subspan(step.node_begin, step.node_end - step.node_begin));
   auto tensor_of = [&](std::string_view name) -> int32_t {
     int32_t p = index.find(name);
+    if (p >= 0) p += static_cast<int32_t>(step.node_begin);
     uint32_t slot = 0;
     if (p < 0) {
       const size_t colon = name.rfind(':');
@@ -338,6 +350,7 @@ void Timeline::Impl::analyze_step(size_t k, NameIndex& index, std::vector<std::v
       }
       p = index.find(name.substr(0, colon));
       if (p < 0) return -1;
+      p += static_cast<int32_t>(step.node_begin);
     }
     if (slot >= nodes[p].ns->output.size()) return -1;
     return static_cast<int32_t>(nodes[p].tensor_begin + slot);
@@ -380,7 +393,7 @@ void Timeline::Impl::analyze_memory(size_t k) {
     std::string_view allocator;
     int64_t id;
     int32_t tensor;
-    bool operator<(const Alias& o) const { return allocator != o.allocator ? allocator < o.allocator : id < o.id; }
+    bool operator<(const Alias& o) const { return id != o.id ? id < o.id : allocator < o.allocator; }
   };
   std::vector<Alias> aliases;
   for (size_t i = step.node_begin; i < step.node_end; ++i) {
@@ -474,7 +487,26 @@ void Timeline::Impl::analyze_memory(size_t k) {
   }
 }
 
+// Logically const: results computed once, on first use (what the constructor leaves out, so a
+// trace of ops alone does not pay for them).
+void Timeline::Impl::need_dataflow() const {
+  std::call_once(dataflow_done, [this] {
+    auto* self = const_cast<Impl*>(this);
+    NameIndex index;
+    for (size_t k = 0; k < steps.size(); ++k) self->resolve_dataflow(k, index);
+  });
+}
+
+void Timeline::Impl::need_memory() const {
+  need_dataflow();
+  std::call_once(memory_done, [this] {
+    auto* self = const_cast<Impl*>(this);
+    for (size_t k = 0; k < steps.size(); ++k) self->analyze_memory(k);
+  });
+}
+
 std::map<std::string, AllocationMaximum> Timeline::Impl::maximums() const {
+  need_memory();
   std::map<std::string, AllocationMaximum> result;
   for (const Series& s : series) {
     if (s.points.empty()) continue;
@@ -539,6 +571,8 @@ void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
 }
 
 void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options) const {
+  if (options.show_dataflow) need_dataflow();
+  if (options.show_memory) need_memory();
   bool first = true;
   auto sep = [&] {
     if (!first) s.ch(',');
@@ -712,9 +746,13 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
         if (in.tensor < 0) continue;
         const Node& p = nodes[tensors[in.tensor].node];
         if (p.device == n.device && p.lane == n.lane) continue;
+        // A consumer that starts before its producer ends (clocks of different devices, a
+        // StepStats built by hand) would get an arrow back in time, which viewers reject.
+        const int64_t from = std::max(p.start, p.end - 1);
+        if (n.start < from) continue;
         head('s', "DataFlow");
         s.str(in.name);
-        tail(pid_compute(p.device), p.lane, std::max(p.start, p.end - 1));
+        tail(pid_compute(p.device), p.lane, from);
         s.lit(",\"id\":");
         s.u64(flow_id);
         s.ch('}');

@@ -323,6 +323,76 @@ TEST(Timeline, UnknownInputsAreSkippedAndPartitionSuffixesStripped) {
   EXPECT_EQ(flows, (std::set<std::string>{"p/_3", "q:0"}));
 }
 
+TEST(Timeline, NoFlowBackInTime) {
+  // The consumer on the other device starts before its producer ends (another clock): an
+  // arrow back in time is left out; the later consumer gets its arrow.
+  StepStats st;
+  st.base_ns = 1;
+  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
+  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:1"), {}});
+  st.dev_stats[0].node_stats.push_back(node_stats("p", "p = Const()", 100, 1000));
+  st.dev_stats[1].node_stats.push_back(node_stats("early", "early = Neg(p)", 500, 100));
+  st.dev_stats[1].node_stats.push_back(node_stats("late", "late = Neg(p)", 1200, 100));
+  NodeOutput out;
+  st.dev_stats[0].node_stats[0].output = st.store_outputs(std::span(&out, 1));
+  json j = validated(Timeline(st).generate_chrome_trace_format());
+  auto fs = events(j, "f");
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(ns_of(fs[0]["ts"]), 1199);
+}
+
+TEST(Timeline, RealTrainingStepValidatesWithEveryFlag) {
+  const RunMetadata md = testing::traced_training_step();
+  Timeline tl(md.step_stats);
+  for (const auto& f : kFlagCases) {
+    json j = validated(tl.generate_chrome_trace_format(f.show_dataflow, f.show_memory));
+    EXPECT_EQ(events(j, "X").size(), md.step_stats.dev_stats[0].node_stats.size());
+    EXPECT_EQ(events(j, "C").empty(), !f.show_memory);
+  }
+  std::string pretty;
+  tl.write_chrome_trace(pretty, {.show_dataflow = true, .show_memory = true, .pretty = true});
+  validated(pretty);
+}
+
+// Thousands of nodes on 4 threads (as the benchmark's step): still clean.
+TEST(Timeline, ManyConcurrentNodesValidate) {
+  StepStats st;
+  st.base_ns = 1'000'000;
+  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
+  const int n = 2000;
+  auto start = [](int i) { return 1'000'000 + int64_t{i / 4} * 1'600 + (i % 4) * 37; };
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "op" + std::to_string(i);
+    std::string label = name + " = Op(";
+    if (i >= 4) label += "op" + std::to_string(i - 4);
+    if (i >= 9) label += ", op" + std::to_string(i - 9);
+    st.dev_stats[0].node_stats.push_back(node_stats(name, label + ")", start(i), 1'500));
+    NodeOutput out;
+    out.tensor_description.allocation_description = {
+        .requested_bytes = 1024, .allocator_name = "cpu", .allocation_id = i + 1};
+    auto& ns = st.dev_stats[0].node_stats.back();
+    ns.output = st.store_outputs(std::span(&out, 1));
+    std::vector<AllocationRecord> recs{{start(i), 1024}};
+    if (i + 9 < n) recs.push_back({start(i + 9) + 1'500, -1024});
+    const AllocatorMemoryUsed m{.allocator_name = "cpu", .allocation_records = st.store_records(recs)};
+    ns.memory = st.store_memory(std::span(&m, 1));
+  }
+  Timeline tl(st);
+  for (const auto& f : kFlagCases) validated(tl.generate_chrome_trace_format(f.show_dataflow, f.show_memory));
+  json j = validated(tl.generate_chrome_trace_format(true, true));
+  EXPECT_GT(events(j, "f").size(), 1000u);
+  // The maximum, from the records by hand: a node's buffer lives from its start to the end of
+  // the node that reads it last (i + 9).
+  int64_t most = 0;
+  for (int i = 0; i < n; ++i) {
+    int64_t live = 0;
+    for (int j = 0; j <= i; ++j) live += j + 9 >= n || start(j + 9) + 1'500 > start(i) ? 1024 : 0;
+    most = std::max(most, live);
+  }
+  EXPECT_EQ(tl.allocator_maximums().at("cpu").num_bytes, most);
+  EXPECT_GT(most, 10 * 1024);
+}
+
 TEST(Timeline, OddNamesAreEscaped) {
   const std::string odd = std::string("we\"ird\\name\n\t\x01 \xce\xbb ") + "\xff" + "end";
   StepStats st;

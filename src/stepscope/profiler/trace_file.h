@@ -22,7 +22,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 // its gzip data is corrupt or truncated.
 std::string read_file(const std::filesystem::path& path);
 
-// gzip of `data` as one member (zlib's deflate, default level), appended to `out`.
+// gzip of `data` as one member (zlib's deflate, level 1: see trace_file.cc), appended to `out`.
 void gzip_append(std::string& out, std::string_view data);
 
 }  // namespace stepscope
