@@ -25,7 +25,9 @@ Output dense(const Scope& scope, Output x, int64_t units, Activation activation,
   const uint64_t seed = options.seed ? options.seed : static_cast<uint64_t>(scope.graph().num_nodes()) + 1;
   // Glorot uniform: U(-limit, limit), limit = sqrt(6 / (fan_in + fan_out)).
   const double limit = std::sqrt(6.0 / static_cast<double>(fan_in + units));
-  Scope init = scope.with_name_scope("kernel/Initializer/");
+  // TensorFlow's names: <scope>/kernel/Initializer/random_uniform (absolute, so that the
+  // variable named "kernel" below keeps its name).
+  Scope init = scope.with_name_scope(scope.name_prefix() + "kernel/Initializer/");
   Output u = random_uniform(init.with_op_name("random_uniform"), {fan_in, units}, x.dtype(),
                             static_cast<int64_t>(seed), 0, site);
   Output w0 = sub(init, mul(init, u, scalar(init, x.dtype(), 2 * limit)), scalar(init, x.dtype(), limit));
@@ -34,7 +36,7 @@ Output dense(const Scope& scope, Output x, int64_t units, Activation activation,
   if (options.use_bias) {
     Tensor zeros(x.dtype(), Shape{units});
     std::memset(zeros.raw_data(), 0, static_cast<size_t>(zeros.bytes()));
-    Variable b = make_variable(scope, "bias", constant(scope.with_name_scope("bias/Initializer/").with_op_name("zeros"), zeros), true, site);
+    Variable b = make_variable(scope, "bias", constant(scope.with_name_scope(scope.name_prefix() + "bias/Initializer/").with_op_name("zeros"), zeros), true, site);
     y = bias_add(scope, y, b.value(), site);
   }
   switch (activation) {

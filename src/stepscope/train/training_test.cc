@@ -106,3 +106,22 @@ TEST(Training, SameSeedsTrainTheSameModel) {
 
 }  // namespace
 }  // namespace stepscope
+
+namespace stepscope {
+namespace {
+
+TEST(Dense, NamesItsVariablesAndInitializersUnderItsScope) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root, DType::kFloat32, Shape{-1, 3});
+  nn::dense(root.with_name_scope("hidden"), x, 4);
+  nn::dense(root.with_name_scope("hidden"), x, 4);  // a second layer: "hidden_1"
+  for (const char* name : {"hidden/kernel", "hidden/bias", "hidden/kernel/Initializer/random_uniform",
+                           "hidden/bias/Initializer/zeros", "hidden/MatMul", "hidden_1/kernel",
+                           "hidden_1/kernel/Initializer/random_uniform", "hidden_1/bias/Initializer/zeros"})
+    EXPECT_NE(g.find_node(name), nullptr) << name;
+  EXPECT_EQ(g.find_node("kernel/Initializer/random_uniform"), nullptr);
+}
+
+}  // namespace
+}  // namespace stepscope
