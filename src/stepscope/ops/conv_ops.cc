@@ -156,6 +156,7 @@ Window2D pool_geometry(const Ctx& c, const AttrMap& attrs, const Shape& input) {
 }
 
 void conv2d_shape(ShapeContext& c) {
+  blas::load();
   c.expect_floating(0);
   c.expect_dtype(1, c.input_dtype(0));
   const Window2D w = conv_geometry(c, c.node().attrs(), c.input_shape(0), c.input_shape(1));

@@ -28,6 +28,7 @@ std::string inner_dims_message(const Shape& a, const Shape& b, bool transpose_a,
 }
 
 void matmul_shape(ShapeContext& c) {
+  blas::load();
   c.expect_floating(0);
   c.expect_dtype(1, c.input_dtype(0));
   c.expect_rank(0, 2);

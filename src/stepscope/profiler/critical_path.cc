@@ -74,6 +74,9 @@ class PathFinder {
     for (const auto& dev : step.dev_stats) {
       for (const auto& ns : dev.node_stats) add(dev.device, ns);
     }
+    if (!graph_) {
+      for (size_t i = 0; i < records_.size(); ++i) by_end_.emplace(records_[i].end, static_cast<int>(i));
+    }
   }
 
   CriticalPath find(const StepStats& step) const {
@@ -200,9 +203,19 @@ class PathFinder {
     }
     std::vector<std::pair<std::string_view, bool>> names;
     inputs_from_label(r.stats->timeline_label, names);
+    bool exact = false;
     for (auto [name, control] : names) {
       if (int p = record_of(name); p >= 0) {
         out.push_back({p, control ? CriticalPathEdge::kControl : CriticalPathEdge::kData});
+        exact |= records_[p].end == r.stats->scheduled_ns;
+      }
+    }
+    // Labels name data inputs only: when none of them made the node ready, the op that ended at
+    // the node's scheduled time did (through a control edge).
+    if (!exact && r.stats->scheduled_ns != 0) {
+      auto [first, last] = by_end_.equal_range(r.stats->scheduled_ns);
+      for (auto it = first; it != last; ++it) {
+        if (&records_[it->second] != &r) out.push_back({it->second, CriticalPathEdge::kControl});
       }
     }
   }
@@ -238,6 +251,7 @@ class PathFinder {
   std::vector<Record> records_;
   std::vector<int> by_id_;
   std::unordered_map<std::string_view, int> by_name_;
+  std::unordered_multimap<int64_t, int> by_end_;  // without a graph: records by end time
 };
 
 struct TimeUnit {

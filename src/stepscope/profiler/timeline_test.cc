@@ -148,6 +148,17 @@ TEST(Timeline, ManyCPUs) {
   }
 }
 
+TEST(Timeline, EmptyStepsAndWindows) {
+  StepStats empty;
+  for (const auto& f : kFlagCases)
+    validated(Timeline(empty).generate_chrome_trace_format(f.show_dataflow, f.show_memory));
+  EXPECT_TRUE(Timeline(empty).analyze_step_stats().allocator_maximums.empty());
+  validated(Timeline(std::span<const StepStats* const>{}).generate_chrome_trace_format(true, true));
+  const StepStats* two[] = {&empty, &empty};
+  json j = validated(Timeline(two).generate_chrome_trace_format(true, true));
+  EXPECT_EQ(events(j, "X").size(), 2u);  // the two step slices
+}
+
 // ---- Layout ----
 
 // A step by hand: x (lane 0) feeds a and b that overlap, so b opens lane 1; c on lane 0 reads

@@ -197,6 +197,10 @@ std::vector<TraceProblem> validate_chrome_trace(std::string_view text) {
   } else if (text.size() > (size_t{256} << 20)) {
     report.warning("size", std::to_string(text.size() >> 20) + " MB: chrome://tracing fails above 256 MB");
   }
+  // Whitespace around the JSON counts for the size, not for the parser.
+  auto space = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
   if (auto at = raw_control_character(text))
     report.error("json", "raw control character 0x" +
                              std::string(1, "0123456789abcdef"[static_cast<unsigned char>(text[*at]) >> 4]) +

@@ -279,6 +279,17 @@ TEST(TraceValidator, PhasesPerfettoDoesNotRender) {
       1u);
 }
 
+TEST(TraceValidator, Size) {
+  // 257 MB of whitespace around a clean trace: too big for chrome://tracing.
+  std::string big(size_t{257} << 20, ' ');
+  big += trace();
+  const auto p = validate_chrome_trace(big);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].rule, "size");
+  EXPECT_TRUE(p[0].warning);
+  EXPECT_NE(p[0].message.find("256 MB"), std::string::npos);
+}
+
 TEST(TraceValidator, ManyProblemsOfOneRuleAreCapped) {
   std::string extra;
   for (int i = 0; i < 120; ++i)

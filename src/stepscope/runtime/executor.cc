@@ -871,6 +871,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
         .output = node_outputs,
         .timeline_label = item.timeline_label,
         .thread_id = r.thread_id,
+        .referenced_tensor = {},
+        .memory_stats = {},
     });
   }
 }

@@ -71,6 +71,8 @@ void dgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
                   beta, c, static_cast<int>(ldc));
 }
 
+void load() { library(); }
+
 std::string core_name() {
   const Library& l = library();
   return l.core_name ? std::string(l.core_name()) : std::string("unknown");

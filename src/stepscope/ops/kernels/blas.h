@@ -18,6 +18,11 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 void dgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
            int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+// Loads OpenBLAS now instead of at the first product. The MatMul and Conv2D shape rules call it,
+// so that the library's start-up (milliseconds) happens while the graph is built rather than
+// inside the first step, which a profiler may be tracing.
+void load();
+
 // The kernel family OpenBLAS runs ("SkylakeX", "Haswell", ...), for benchmarks and diagnostics.
 std::string core_name();
 // OpenBLAS's own thread count (1 unless changed here; benchmarks compare against it).

@@ -23,7 +23,7 @@ class AdvisorTest : public ::testing::Test {
     Node* n1 = add("n1", "Conv2D", {{"data_format", std::string("NHWC")}});
     Node* n2 = add("n2", "Conv2D", {});
     for (auto [node, start] : {std::pair{n1, 10}, std::pair{n2, 20}}) {
-      for (const std::string device :
+      for (const std::string& device :
            {std::string(kGpu), std::string(kGpu) + ":stream:all", std::string(kGpu) + ":stream:0"})
         add_exec(md_, *node, device, {.start_us = start, .duration_us = 2});
     }

@@ -60,10 +60,10 @@ class ProfileOptionBuilder {
 
   // Only the lists given are replaced (Python's None = std::nullopt).
   struct NodeNames {
-    std::optional<std::vector<std::string>> start;
-    std::optional<std::vector<std::string>> show;
-    std::optional<std::vector<std::string>> hide;
-    std::optional<std::vector<std::string>> trim;
+    std::optional<std::vector<std::string>> start = std::nullopt;
+    std::optional<std::vector<std::string>> show = std::nullopt;
+    std::optional<std::vector<std::string>> hide = std::nullopt;
+    std::optional<std::vector<std::string>> trim = std::nullopt;
   };
   ProfileOptionBuilder& with_node_names(const NodeNames& names);
   ProfileOptionBuilder& with_node_names(std::optional<std::vector<std::string>> start_name_regexes,

@@ -135,8 +135,10 @@ TEST_F(ProfilerTest, CodeViewGroupsByTheUsersLines) {
   const std::string line = "profiler_test.cc:" + std::to_string(mlp_.build_line) + ":Mlp";
   EXPECT_NE(code.text.find("  " + line + " ("), std::string::npos) << code.text;
   EXPECT_NE(code.text.find("  " + line + " (gradient) ("), std::string::npos) << code.text;
-  for (const auto& c : code.root.children)
-    if (c.name == line) EXPECT_EQ(c.float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
+  for (const auto& c : code.root.children) {
+    if (c.name != line) continue;
+    EXPECT_EQ(c.float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
+  }
 }
 
 TEST_F(ProfilerTest, EveryViewPrintsItsReport) {

@@ -1,0 +1,189 @@
+#include "stepscope/tools/cli.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/run_metadata_io.h"
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/trace_file.h"
+#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/runtime/session.h"
+#include "stepscope/train/layers.h"
+#include "stepscope/train/optimizer.h"
+
+namespace stepscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+CliResult cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// Three traced steps of a small model, saved as a profile and as RunMetadata files.
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("stepscope_cli_" + std::to_string(::getpid())));
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    Graph graph;
+    Scope root(graph);
+    Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
+    Output y = placeholder(root.with_op_name("y"), DType::kInt32, Shape{-1});
+    Output h = nn::dense(root.with_name_scope("hidden"), x, 16, nn::Activation::relu, {.seed = 1});
+    Output logits = nn::dense(root.with_name_scope("logits"), h, 4, nn::Activation::none, {.seed = 2});
+    Output loss = reduce_mean(root.with_name_scope("loss"), sparse_softmax_cross_entropy_with_logits(root, y, logits));
+    Node* train = GradientDescentOptimizer(0.1).minimize(root, loss);
+    Session session(graph);
+    session.run(global_variables_initializer(root));
+    Tensor xs(DType::kFloat32, Shape{32, 8});
+    for (float& v : xs.flat<float>()) v = 0.5f;
+    Tensor ys(DType::kInt32, Shape{32});
+    for (int32_t& v : ys.flat<int32_t>()) v = 1;
+    Profiler profiler(graph);
+    RunOptions traced;
+    traced.trace_level = TraceLevel::kFullTrace;
+    for (int step = 1; step <= 3; ++step) {
+      RunMetadata metadata;
+      session.run({{x, xs}, {y, ys}}, {loss}, {train}, traced, &metadata);
+      profiler.add_step(step, metadata);
+      save_run_metadata(*dir_ / ("run_metadata-" + std::to_string(step) + ".pb"), metadata);
+    }
+    profiler.save(*dir_ / "profile");
+    std::ostringstream expected;
+    profiler.set_stdout(&expected);
+    ProfileOptions options;
+    options.max_depth = 2;
+    options.select = {"micros", "bytes", "params"};
+    options.order_by = "params";
+    options.account_type_regexes = {".*"};
+    options.start_name_regexes = {".*"};
+    options.show_name_regexes = {".*"};
+    profiler.profile_name_scope(options);
+    expected_scope_ = new std::string(expected.str());
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+    delete expected_scope_;
+  }
+  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
+
+  static fs::path* dir_;
+  static std::string* expected_scope_;
+};
+fs::path* CliTest::dir_ = nullptr;
+std::string* CliTest::expected_scope_ = nullptr;
+
+TEST_F(CliTest, ProfPrintsTheViewWithTfprofFlags) {
+  const CliResult r = cli({"prof", "scope", "--profile", path("profile"), "-max_depth", "2", "-select",
+                           "micros,bytes,params", "-order_by=params"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, *expected_scope_);
+  EXPECT_NE(r.out.find("hidden"), std::string::npos);
+}
+
+TEST_F(CliTest, ProfEveryViewAndJson) {
+  for (const char* view : {"op", "graph", "code", "advise"}) {
+    const CliResult r = cli({"prof", view, "--profile_path", path("profile")});
+    EXPECT_EQ(r.code, 0) << view << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << view;
+  }
+  const CliResult r = cli({"prof", "op", "--profile", path("profile"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(json.empty());
+}
+
+TEST_F(CliTest, BadInputIsNamed) {
+  CliResult r = cli({"prof", "scope", "--profile", path("missing")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing"), std::string::npos) << r.err;
+
+  r = cli({"prof", "scope", "--profile", path("profile"), "-order_by", "speed"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("speed"), std::string::npos) << r.err;
+
+  r = cli({"prof", "flame", "--profile", path("profile")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("flame"), std::string::npos) << r.err;
+
+  r = cli({"prof", "scope", "--profile", path("profile"), "-max_depth", "deep"});
+  EXPECT_EQ(r.code, 2);
+
+  r = cli({"timeline", "--run_meta", path("run_metadata-1.pb"), "--profile", path("profile"), "-o", path("x.json")});
+  EXPECT_EQ(r.code, 2);
+
+  r = cli({"critical_path", "--profile", path("profile"), "--step", "7"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("no step 7 (steps: 1 2 3)"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, TimelineFromRunMetadataOrProfileValidates) {
+  CliResult r =
+      cli({"timeline", "--run_meta", path("run_metadata-2.pb"), "-o", path("t2.json"), "--show_memory", "true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string trace = read_file(path("t2.json"));
+  EXPECT_TRUE(validate_chrome_trace(trace).empty());
+  EXPECT_NE(trace.find("\"ph\":\"C\""), std::string::npos);  // memory counters
+
+  r = cli({"timeline", "--profile", path("profile"), "--step", "3", "-o", path("t3.json.gz")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  trace = read_file(path("t3.json.gz"));
+  EXPECT_TRUE(validate_chrome_trace(trace).empty());
+  EXPECT_NE(trace.find("MatMul"), std::string::npos);
+}
+
+TEST_F(CliTest, CriticalPathOfASavedStep) {
+  CliResult r = cli({"critical_path", "--run_meta", path("run_metadata-3.pb")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Critical path: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GradientDescent"), std::string::npos) << r.out;  // the step ends with the train op
+  r = cli({"critical_path", "--profile", path("profile"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(json["path"].empty()) << r.out;
+  EXPECT_EQ(json["path"].back()["op_type"], "NoOp") << r.out;
+}
+
+TEST(Cli, HelpListsEveryTfprofFlag) {
+  const CliResult r = cli({"prof", "--help"});
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--max_depth",
+                           "--min_bytes",
+                           "--min_peak_bytes",
+                           "--min_residual_bytes",
+                           "--min_output_bytes",
+                           "--min_micros",
+                           "--min_accelerator_micros",
+                           "--min_cpu_micros",
+                           "--min_params",
+                           "--min_float_ops",
+                           "--min_occurrence",
+                           "--step",
+                           "--order_by",
+                           "--account_type_regexes",
+                           "--start_name_regexes",
+                           "--trim_name_regexes",
+                           "--show_name_regexes",
+                           "--hide_name_regexes",
+                           "--account_displayed_op_only",
+                           "--select",
+                           "--output"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace
+}  // namespace stepscope
