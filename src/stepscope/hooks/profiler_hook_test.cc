@@ -31,7 +31,14 @@
 
 // Counts the heap allocations of the thread that asks (AfterRunAllocatesNothingWhenQuiet).
 // Not under AddressSanitizer, which owns operator new.
-#if !defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPSCOPE_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPSCOPE_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(STEPSCOPE_UNDER_ASAN)
 #define STEPSCOPE_COUNT_ALLOCATIONS 1
 namespace {
 thread_local bool g_counting = false;
