@@ -297,8 +297,12 @@ std::string cache_key(const std::string& logdir) {
 std::shared_ptr<SummaryWriter> SummaryWriterCache::get(const std::string& logdir) {
   WriterCache& cache = writer_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
-  std::shared_ptr<SummaryWriter>& writer = cache.writers[cache_key(logdir)];
-  if (!writer) writer = std::make_shared<SummaryWriter>(logdir);
+  const std::string key = cache_key(logdir);
+  auto it = cache.writers.find(key);
+  if (it != cache.writers.end()) return it->second;
+  // Made before it is cached: a directory where no event file can be created leaves no entry.
+  auto writer = std::make_shared<SummaryWriter>(logdir);
+  cache.writers.emplace(key, writer);
   return writer;
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "stepscope/ops/all_ops.h"
@@ -320,6 +321,17 @@ TEST(SummaryWriterCache, OneWriterPerDirectory) {
   std::shared_ptr<SummaryWriter> a2 = SummaryWriterCache::get(dir / "a");
   EXPECT_NE(a2, a);
   EXPECT_FALSE(a2->closed());
+  SummaryWriterCache::clear();
+}
+
+TEST(SummaryWriterCache, ADirectoryWithoutEventFilesLeavesNoEntry) {
+  TempDir dir;
+  SummaryWriterCache::clear();
+  std::ofstream(dir / "file") << "x";  // a file where a directory should be
+  EXPECT_THROW(SummaryWriterCache::get(dir / "file/logs"), Error);
+  SummaryWriterCache::clear();  // nothing broken left behind
+  std::filesystem::remove(dir / "file");
+  EXPECT_NE(SummaryWriterCache::get(dir / "file/logs"), nullptr);  // and a later get works
   SummaryWriterCache::clear();
 }
 

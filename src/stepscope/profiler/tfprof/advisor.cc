@@ -1,5 +1,7 @@
 #include "stepscope/profiler/tfprof/advisor.h"
 
+#include "stepscope/profiler/tfprof/critical_path_checker.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -191,6 +193,7 @@ std::vector<std::unique_ptr<AdviceChecker>> builtin_advice_checkers() {
   checkers.push_back(std::make_unique<AcceleratorUtilizationChecker>());
   checkers.push_back(std::make_unique<OperationChecker>());
   checkers.push_back(std::make_unique<ExpensiveOperationChecker>());
+  checkers.push_back(std::make_unique<CriticalPathChecker>());
   return checkers;
 }
 

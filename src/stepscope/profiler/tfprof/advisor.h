@@ -12,6 +12,8 @@
 //  - ExpensiveOperationChecker: the 3 most expensive op types ("top 1 operation type: MatMul,
 //    cpu: 1.20ms, accelerator: 0us, total: 1.20ms (35.12%)"), graph nodes ("top 1 graph node:
 //    dense/MatMul, cpu: ..., accelerator: ..., total: ...") and source lines.
+// And one of stepscope's own, CriticalPathChecker (critical_path_checker.h): the chain of ops
+// that determined the latest step's wall time.
 #pragma once
 
 #include <map>
@@ -24,9 +26,8 @@ namespace stepscope {
 
 class Profiler;
 
-// A checker of the advisor. The critical-path checker (profiler/critical_path.h) plugs in here:
-// profiler.add_checker(std::make_unique<CriticalPathChecker>()); then
-// advise({.checkers = {{"CriticalPathChecker", {}}}}) runs it.
+// A checker of the advisor: Profiler::add_checker adds one of the user's; advise() runs it when
+// AdvisorOptions::checkers names it.
 class AdviceChecker {
  public:
   virtual ~AdviceChecker() = default;
@@ -37,7 +38,8 @@ class AdviceChecker {
                                          std::ostream& log) const = 0;
 };
 
-// TensorFlow's three open-source checkers, in the order advise() runs them.
+// TensorFlow's three open-source checkers, in the order advise() runs them, then stepscope's
+// CriticalPathChecker.
 std::vector<std::unique_ptr<AdviceChecker>> builtin_advice_checkers();
 
 }  // namespace stepscope

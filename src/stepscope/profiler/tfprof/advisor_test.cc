@@ -48,7 +48,7 @@ class AdvisorTest : public ::testing::Test {
 };
 
 TEST_F(AdvisorTest, Basics) {
-  AdviceProto advice = profiler().advise();
+  AdviceProto advice = profiler().advise(AdvisorOptions::tensorflow());
   EXPECT_TRUE(advice.checkers.count("AcceleratorUtilizationChecker"));
   EXPECT_TRUE(advice.checkers.count("OperationChecker"));
   EXPECT_TRUE(advice.checkers.count("ExpensiveOperationChecker"));
@@ -125,16 +125,31 @@ TEST(Advisor, WithoutSteps) {
   AdviceProto advice = p.advise(AdvisorOptions::all(), false);
   EXPECT_EQ(advice.text(),
             "\nAcceleratorUtilizationChecker:\n"
+            "\nCriticalPathChecker:\n"
             "\nExpensiveOperationChecker:\n"
             "\nOperationChecker:\n");
   EXPECT_EQ(log.str(),
             "Missing RunMetadata info. Skip ExpensiveOperationChecker\n"
-            "Missing run_meta for ExpensiveOperationChecker\n");
+            "Missing run_meta for ExpensiveOperationChecker\n"
+            "Missing RunMetadata info. Skip CriticalPathChecker\n");
+}
+
+TEST_F(AdvisorTest, CriticalPathCheckerReportsTheLatestStep) {
+  Profiler p = profiler();
+  AdviceProto advice = p.advise(AdvisorOptions::all(), false);
+  ASSERT_EQ(advice.checkers.count("CriticalPathChecker"), 1u);
+  const std::vector<std::string>& reports = advice.checkers.at("CriticalPathChecker").reports;
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].rfind("step 0: Critical path: 1 of 6 ops, wall time 12.000 us", 0), 0u) << reports[0];
+  EXPECT_NE(reports[0].find("Conv2D   n2"), std::string::npos) << reports[0];
+  EXPECT_THROW(p.advise({.checkers = {{"CriticalPathChecker", {{"max_rows", "many"}}}}}, false), InvalidArgumentError);
+  advice = p.advise({.checkers = {{"CriticalPathChecker", {{"step", "3"}}}}}, false);
+  EXPECT_TRUE(advice.checkers.at("CriticalPathChecker").reports.empty());
 }
 
 class CountingChecker : public AdviceChecker {
  public:
-  std::string name() const override { return "CriticalPathChecker"; }
+  std::string name() const override { return "CountingChecker"; }
   std::vector<std::string> check(const Profiler& profiler, const std::map<std::string, std::string>& options,
                                  std::ostream&) const override {
     return {"steps: " + std::to_string(profiler.steps().size()) +
@@ -148,9 +163,9 @@ TEST(Advisor, AddedCheckersRunWhenNamed) {
   std::ostringstream log;
   p.set_log(&log);
   p.add_checker(std::make_unique<CountingChecker>());
-  EXPECT_FALSE(p.advise(AdvisorOptions::all(), false).checkers.count("CriticalPathChecker"));
-  AdviceProto advice = p.advise({.checkers = {{"CriticalPathChecker", {{"x", "1"}}}}}, false);
-  EXPECT_EQ(advice.text(), "\nCriticalPathChecker:\nsteps: 0, option x=1\n");
+  EXPECT_FALSE(p.advise(AdvisorOptions::all(), false).checkers.count("CountingChecker"));
+  AdviceProto advice = p.advise({.checkers = {{"CountingChecker", {{"x", "1"}}}}}, false);
+  EXPECT_EQ(advice.text(), "\nCountingChecker:\nsteps: 0, option x=1\n");
 }
 
 }  // namespace

@@ -152,12 +152,18 @@ void append_multi_node(std::string& out, const MultiGraphNodeProto& n) {
 
 }  // namespace
 
-AdvisorOptions AdvisorOptions::all() {
+AdvisorOptions AdvisorOptions::tensorflow() {
   AdvisorOptions o;
   o.checkers["ExpensiveOperationChecker"];
   o.checkers["AcceleratorUtilizationChecker"];
   o.checkers["JobChecker"];
   o.checkers["OperationChecker"];
+  return o;
+}
+
+AdvisorOptions AdvisorOptions::all() {
+  AdvisorOptions o = tensorflow();
+  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/critical_path_checker.h)
   return o;
 }
 

@@ -1,0 +1,51 @@
+#include "stepscope/profiler/tfprof/critical_path_checker.h"
+
+#include <algorithm>
+#include <string>
+
+#include "stepscope/base/error.h"
+#include "stepscope/profiler/critical_path.h"
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/runtime/step_stats.h"
+
+namespace stepscope {
+
+namespace {
+
+int64_t integer_option(const std::map<std::string, std::string>& options, const std::string& key, int64_t fallback) {
+  auto it = options.find(key);
+  if (it == options.end()) return fallback;
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw InvalidArgumentError("CriticalPathChecker: option " + key + " must be an integer, got '" + it->second + "'");
+}
+
+}  // namespace
+
+std::vector<std::string> CriticalPathChecker::check(const Profiler& profiler,
+                                                    const std::map<std::string, std::string>& options,
+                                                    std::ostream& log) const {
+  const std::vector<int64_t> steps = profiler.steps();
+  if (steps.empty()) {
+    log << "Missing RunMetadata info. Skip " << name() << "\n";
+    return {};
+  }
+  const int64_t step = integer_option(options, "step", steps.back());
+  if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
+    log << "Step " << step << " was not added. Skip " << name() << "\n";
+    return {};
+  }
+  const CriticalPath path = critical_path(profiler.step_stats(step));
+  if (path.empty()) return {};
+  std::string text =
+      "step " + std::to_string(step) + ": " +
+      path.to_text({.max_rows = static_cast<size_t>(std::max<int64_t>(1, integer_option(options, "max_rows", 15)))});
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return {text};
+}
+
+}  // namespace stepscope
