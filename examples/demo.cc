@@ -1,8 +1,10 @@
 // The demo: an MLP learns the shipped digits data (8x8 images, 10 classes) through a
 // MonitoredTrainingSession with the standard hooks: checkpoints, a step counter and loss
-// summaries in --logdir (TensorBoard reads them), a stop at the last step and a loss log; then
-// the ops of one traced training step are listed by time. Run it again with the same
-// --logdir and it restores the last checkpoint and goes on from there.
+// summaries in --logdir (TensorBoard reads them), a stop at the last step, a loss log, and a
+// ProfilerHook tracing a step every 200 (timeline-<step>.json, open them in ui.perfetto.dev or
+// chrome://tracing, or run `stepscope serve <logdir>`). It ends with tfprof's scope view of the
+// traced steps (time and memory) and the critical path of the last one. Run it again with the
+// same --logdir and it restores the last checkpoint and goes on from there.
 //
 //   demo [--data data/digits.csv.gz] [--logdir runs/demo] [--steps 720] [--threads 2]
 #include <algorithm>
@@ -14,7 +16,10 @@
 
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/monitored_training_session.h"
+#include "stepscope/hooks/profiler_hook.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/critical_path.h"
+#include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/dataset.h"
 #include "stepscope/train/layers.h"
@@ -60,24 +65,6 @@ std::vector<Tensor> scale_pixels(std::vector<Tensor> row) {
   return row;
 }
 
-void print_top_ops(const RunMetadata& metadata) {
-  std::map<std::string, std::pair<int64_t, int>> by_op;
-  int64_t nodes = 0;
-  for (const auto& dev : metadata.step_stats.dev_stats)
-    for (const auto& ns : dev.node_stats) {
-      auto& [ns_total, count] = by_op[std::string(ns.op_type)];
-      ns_total += ns.op_end_rel_ns - ns.op_start_rel_ns;
-      ++count;
-      ++nodes;
-    }
-  std::vector<std::pair<std::string, std::pair<int64_t, int>>> ops(by_op.begin(), by_op.end());
-  std::sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.second.first > b.second.first; });
-  std::printf("traced step: %lld nodes; top ops by time:\n", static_cast<long long>(nodes));
-  for (size_t i = 0; i < ops.size() && i < 8; ++i)
-    std::printf("  %-40s %3d nodes %9.1f us\n", ops[i].first.c_str(), ops[i].second.second,
-                ops[i].second.first / 1000.0);
-}
-
 int run(const Args& args) {
   constexpr int64_t kTrainRows = 1500, kBatch = 64;
   Graph g;
@@ -90,8 +77,8 @@ int run(const Args& args) {
 
   Output hidden = nn::dense(root.with_name_scope("hidden"), x, 64, nn::Activation::relu);
   Output logits = nn::dense(root.with_name_scope("logits"), hidden, 10);
-  Output loss = reduce_mean(root.with_name_scope("loss"),
-                            sparse_softmax_cross_entropy_with_logits(root.with_name_scope("loss"), labels, logits));
+  Scope loss_scope = root.with_name_scope("loss");
+  Output loss = reduce_mean(loss_scope, sparse_softmax_cross_entropy_with_logits(loss_scope, labels, logits));
   scalar(root, "loss", loss);
   Variable step = get_or_create_global_step(root);
   Output step_read = get_or_create_global_step_read(g);
@@ -110,14 +97,16 @@ int run(const Args& args) {
               args.data.c_str(), static_cast<long long>(kTrainRows), static_cast<long long>(test[0].dim(0)),
               static_cast<long long>(kBatch), args.threads);
   std::printf(
-      "hooks: stop at step %lld, loss log every 200 steps, and MonitoredTrainingSession's own: "
-      "checkpoints every 250 steps, step counter every 200, summaries every 50, into %s\n",
+      "hooks: stop at step %lld, loss log every 200 steps, a timeline every 200 steps, and "
+      "MonitoredTrainingSession's own: checkpoints every 250 steps, step counter every 200, summaries every "
+      "50, into %s\n",
       static_cast<long long>(args.steps), args.logdir.c_str());
 
   StopAtStepHook stop({.last_step = args.steps});
   LoggingTensorHook log_loss({.tensors = {{"step", step_read}, {"loss", loss}}, .every_n_iter = 200});
+  ProfilerHook profiler({.save_steps = 200, .output_dir = args.logdir, .show_memory = true});
   MonitoredSession sess = MonitoredTrainingSession(g, {.checkpoint_dir = args.logdir,
-                                                       .hooks = {&stop, &log_loss},
+                                                       .hooks = {&stop, &log_loss, &profiler},
                                                        .save_checkpoint_steps = 250,
                                                        .save_summaries_steps = 50,
                                                        .log_step_count_steps = 200,
@@ -129,14 +118,9 @@ int run(const Args& args) {
     return value;
   };
   int64_t first_step = -1, last_step = 0, runs = 0;
-  RunOptions traced;  // for one step: where does a step's time go?
-  traced.trace_level = TraceLevel::kFullTrace;
-  RunMetadata metadata;
   const auto start = std::chrono::steady_clock::now();
   while (!sess.should_stop()) {
-    const bool trace = runs == 100;
-    FetchResult result =
-        sess.run(Fetch::list({train, loss, step_read}), {}, trace ? &traced : nullptr, trace ? &metadata : nullptr);
+    FetchResult result = sess.run(Fetch::list({train, loss, step_read}));
     if (result.empty()) break;                                   // the input ran out
     last_step = result[2].tensor().scalar_value<int64_t>() + 1;  // the read is the pre-increment value
     if (first_step < 0) first_step = last_step - 1;
@@ -150,7 +134,21 @@ int run(const Args& args) {
               static_cast<long long>(runs), seconds, 1e6 * seconds / std::max<int64_t>(runs, 1),
               static_cast<long long>(last_step), 100 * test_accuracy);
   sess.close();
-  if (!metadata.step_stats.empty()) print_top_ops(metadata);
+
+  // Where the traced steps' time and memory went, by name scope, and what bounded the last one.
+  if (const Profiler* traced = profiler.profiler(); traced && !traced->steps().empty()) {
+    std::printf("\ntfprof scope view of the %zu traced steps (average):\n", traced->steps().size());
+    const GraphProfile scopes = traced->profile_name_scope(ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory())
+                                                               .with_max_depth(3)
+                                                               .select({"micros", "bytes"})
+                                                               .order_by("micros")
+                                                               .with_empty_output()
+                                                               .build());
+    std::printf("%s", scopes.text.c_str());
+    const CriticalPath path = critical_path(g, traced->step_stats(traced->steps().back()));
+    std::printf("\nstep %lld: %s", static_cast<long long>(traced->steps().back()),
+                path.to_text({.max_rows = 12}).c_str());
+  }
 
   std::printf("files in %s:\n", args.logdir.c_str());
   std::vector<std::string> files;

@@ -138,6 +138,19 @@ TEST_F(ExampleTest, DemoTrainsWithHooksAndLeavesCheckpointsAndSummaries) {
     EXPECT_NE(std::find(files.begin(), files.end(), expected), files.end()) << expected;
   EXPECT_TRUE(std::any_of(files.begin(), files.end(),
                           [](const std::string& f) { return f.rfind("events.out.tfevents.", 0) == 0; }));
+  // The ProfilerHook's files: a timeline, its RunMetadata and the tfprof profile.
+  for (const char* expected :
+       {"timeline-200.json", "timeline-400.json", "timeline-600.json", "run_metadata-600.pb", "profile"})
+    EXPECT_NE(std::find(files.begin(), files.end(), expected), files.end()) << expected;
+  EXPECT_NE(r.output.find("INFO: Saving timeline for 200 into 'run/timeline-200.json'."), std::string::npos);
+  // It ends with the scope view of the traced steps and the critical path of the last one.
+  EXPECT_NE(r.output.find("node name | requested bytes | total execution time | accelerator execution time | cpu "
+                          "execution time\n_TFProfRoot ("),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("    hidden/MatMul ("), std::string::npos);
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("step 600: Critical path: [0-9]+ of [0-9]+ ops, wall time")))
+      << r.output;
 
   // A second run restores the last checkpoint instead of starting over.
   const ProgramRun again = run("demo", "--logdir run");
