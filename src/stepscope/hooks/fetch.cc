@@ -3,8 +3,10 @@
 namespace stepscope {
 
 void Fetch::flatten(std::vector<Output>& outputs, std::vector<Node*>& ops) const {
-  if (is_output()) outputs.push_back(output());
-  else if (is_op()) ops.push_back(op());
+  if (is_output())
+    outputs.push_back(output());
+  else if (is_op())
+    ops.push_back(op());
   else if (is_list())
     for (const Fetch& f : as_list()) f.flatten(outputs, ops);
   else if (is_map())
@@ -12,8 +14,11 @@ void Fetch::flatten(std::vector<Output>& outputs, std::vector<Node*>& ops) const
 }
 
 namespace {
-FetchResult unflatten_at(const Fetch& fetch, const std::vector<Tensor>& values, size_t& next) {
-  if (fetch.is_output()) return FetchResult(values.at(next++));
+FetchResult unflatten_at(const Fetch& fetch, std::span<const Tensor> values, size_t& next) {
+  if (fetch.is_output()) {
+    if (next >= values.size()) throw InternalError("fetch result has fewer values than its fetches");
+    return FetchResult(values[next++]);
+  }
   if (fetch.is_op()) return FetchResult(Tensor());
   if (fetch.is_list()) {
     FetchResult::List out;
@@ -29,7 +34,7 @@ FetchResult unflatten_at(const Fetch& fetch, const std::vector<Tensor>& values, 
 }
 }  // namespace
 
-FetchResult FetchResult::unflatten(const Fetch& fetch, const std::vector<Tensor>& values) {
+FetchResult FetchResult::unflatten(const Fetch& fetch, std::span<const Tensor> values) {
   size_t next = 0;
   return unflatten_at(fetch, values, next);
 }

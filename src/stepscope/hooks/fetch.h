@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -18,9 +19,9 @@ class Fetch {
   using List = std::vector<Fetch>;
   using Map = std::map<std::string, Fetch>;
 
-  Fetch() = default;  // nothing
-  Fetch(Output output) : value_(output) {}  // NOLINT: a tensor is a fetch
-  Fetch(Node* op) : value_(op) {}           // NOLINT: an op is a fetch (run, no value)
+  Fetch() = default;                             // nothing
+  Fetch(Output output) : value_(output) {}       // NOLINT: a tensor is a fetch
+  Fetch(Node* op) : value_(op) {}                // NOLINT: an op is a fetch (run, no value)
   Fetch(List list) : value_(std::move(list)) {}  // NOLINT
   Fetch(Map map) : value_(std::move(map)) {}     // NOLINT
   static Fetch list(std::vector<Fetch> items) { return Fetch(List(std::move(items))); }
@@ -54,7 +55,7 @@ class FetchResult {
   explicit FetchResult(Map m) : value_(std::move(m)) {}
 
   // Rebuilds the structure of `fetch` from the flat values of flatten() (tensors in order).
-  static FetchResult unflatten(const Fetch& fetch, const std::vector<Tensor>& values);
+  static FetchResult unflatten(const Fetch& fetch, std::span<const Tensor> values);
 
   bool empty() const { return std::holds_alternative<std::monostate>(value_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(value_); }

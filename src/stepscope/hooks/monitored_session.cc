@@ -67,7 +67,8 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
   RunOptions own_options;
   RunOptions& merged = options ? *options : own_options;
 
-  std::vector<std::optional<Fetch>> hook_fetches(hooks_.size());
+  std::vector<std::optional<Fetch>>& hook_fetches = hook_fetches_;
+  hook_fetches.assign(hooks_.size(), std::nullopt);
   FeedList hook_feeds;
   for (size_t i = 0; i < hooks_.size(); ++i) {
     std::optional<SessionRunArgs> request = hooks_[i]->before_run(context);
@@ -94,31 +95,34 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
 
   // One Session::run for the caller's and every hook's fetches: flatten them all, remembering
   // where each part's tensors start.
-  std::vector<Output> outputs;
-  std::vector<Node*> targets;
+  std::vector<Output>& outputs = outputs_;
+  std::vector<Node*>& targets = targets_;
+  outputs.clear();
+  targets.clear();
   fetches.flatten(outputs, targets);
   const size_t caller_outputs = outputs.size();
-  std::vector<size_t> hook_begin(hooks_.size(), 0), hook_end(hooks_.size(), 0);
+  std::vector<size_t>& hook_begin = hook_begin_;  // hook i's tensors: [hook_begin[i], hook_begin[i + 1])
+  hook_begin.assign(hooks_.size() + 1, 0);
   for (size_t i = 0; i < hooks_.size(); ++i) {
     hook_begin[i] = outputs.size();
     if (hook_fetches[i]) hook_fetches[i]->flatten(outputs, targets);
-    hook_end[i] = outputs.size();
   }
+  hook_begin[hooks_.size()] = outputs.size();
   RunMetadata own_metadata;
   RunMetadata* metadata = run_metadata ? run_metadata : &own_metadata;
-  std::vector<Tensor> values = session_->run(*feed_list, outputs, targets, merged, metadata);
+  const std::vector<Tensor> values = session_->run(*feed_list, outputs, targets, merged, metadata);
 
-  auto slice = [&](size_t begin, size_t end) {
-    return std::vector<Tensor>(values.begin() + begin, values.begin() + end);
-  };
+  const std::span<const Tensor> all(values);
   SessionRunValues run_values{.results = {}, .options = merged, .run_metadata = metadata};
   for (size_t i = 0; i < hooks_.size(); ++i) {
     run_values.results =
-        hook_fetches[i] ? FetchResult::unflatten(*hook_fetches[i], slice(hook_begin[i], hook_end[i])) : FetchResult();
+        hook_fetches[i]
+            ? FetchResult::unflatten(*hook_fetches[i], all.subspan(hook_begin[i], hook_begin[i + 1] - hook_begin[i]))
+            : FetchResult();
     hooks_[i]->after_run(context, run_values);
   }
   should_stop_ = should_stop_ || context.stop_requested();
-  return FetchResult::unflatten(fetches, slice(0, caller_outputs));
+  return FetchResult::unflatten(fetches, all.first(caller_outputs));
 }
 
 // --- CoordinatedSession --------------------------------------------------------------------------

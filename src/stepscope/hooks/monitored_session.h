@@ -91,6 +91,11 @@ class HookedSession {
  private:
   Session* session_;
   std::vector<SessionRunHook*> hooks_;
+  // Scratch of run(), kept between calls so that a step with quiet hooks does not allocate them.
+  std::vector<std::optional<Fetch>> hook_fetches_;
+  std::vector<Output> outputs_;
+  std::vector<Node*> targets_;
+  std::vector<size_t> hook_begin_;
   bool should_stop_ = false;
 };
 
