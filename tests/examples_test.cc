@@ -2,13 +2,18 @@
 // directory, on the shipped data) and the text and files it produces are checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
+
+#include "stepscope/profiler/trace_file.h"
+#include "stepscope/profiler/trace_validator.h"
 
 namespace {
 
@@ -36,8 +41,14 @@ class ExampleTest : public ::testing::Test {
 
   // Runs the example program `name` in the test's directory.
   ProgramRun run(const std::string& name, const std::string& args = "") const {
-    const std::string command = "cd '" + dir_.string() + "' && '" + STEPSCOPE_BINARY_DIR + "/" + name + "' --data '" +
-                                kData + "' " + args + " 2>&1";
+    return run_program(name, "--data '" + kData + "' " + args);
+  }
+
+  // Runs the program `name` of the build directory (an example or `stepscope`) in the test's
+  // directory with `args` as they are.
+  ProgramRun run_program(const std::string& name, const std::string& args) const {
+    const std::string command =
+        "cd '" + dir_.string() + "' && '" + STEPSCOPE_BINARY_DIR + "/" + name + "' " + args + " 2>&1";
     ProgramRun result;
     FILE* pipe = popen(command.c_str(), "r");
     if (!pipe) return result;
@@ -156,6 +167,160 @@ TEST_F(ExampleTest, DemoTrainsWithHooksAndLeavesCheckpointsAndSummaries) {
   const ProgramRun again = run("demo", "--logdir run");
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("restored from the checkpoint at step 720"), std::string::npos) << again.output;
+}
+
+// Every problem validate_chrome_trace finds in the trace file at `path`, one per line ("" when
+// there is none): the file must load in chrome://tracing and Perfetto as written.
+std::string trace_problems(const fs::path& path) {
+  std::string problems;
+  for (const stepscope::TraceProblem& p : stepscope::validate_chrome_trace(stepscope::read_file(path)))
+    problems += (p.warning ? "warning " : "error ") + p.rule + ": " + p.message + "\n";
+  return problems;
+}
+
+// The steps N of the files "<prefix>N<suffix>" in `dir`.
+std::vector<int64_t> steps_of_files(const fs::path& dir, const std::string& prefix, const std::string& suffix) {
+  std::vector<int64_t> steps;
+  for (const std::string& name : files_in(dir)) {
+    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 && name.ends_with(suffix)) {
+      const std::string number = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+      if (std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        steps.push_back(std::stoll(number));
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+// The global step train_and_evaluate ended at, from the story's summary line (-1 if missing).
+int64_t final_step_of(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("train_and_evaluate returned after [0-9.]+ s at global step ([0-9]+)")))
+    return -1;
+  return std::stoll(m[1]);
+}
+
+TEST_F(ExampleTest, EstimatorStoryStopsEarlyAndLeavesValidTimelines) {
+  const ProgramRun r = run("estimator_story");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  // The early-stopping hook, not max_steps, ended training, within a couple of thousand steps.
+  EXPECT_NE(r.output.find("INFO: Start train and evaluate loop. The evaluate will happen after every checkpoint."),
+            std::string::npos)
+      << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex("INFO: No increase in metric \"accuracy\" for ([0-9]+) steps, which is "
+                                           "greater than or equal to max steps \\(300\\) configured for early "
+                                           "stopping\\.")))
+      << r.output;
+  EXPECT_GE(std::stoll(m[1]), 300);
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("INFO: Requesting early stopping at global step ([0-9]+)")))
+      << r.output;
+  const int64_t stop_step = std::stoll(m[1]);
+  EXPECT_NE(r.output.find("stopped by the early-stopping hook:\n  No increase in metric \"accuracy\""),
+            std::string::npos)
+      << r.output;
+  const int64_t final_step = final_step_of(r.output);
+  EXPECT_GE(final_step, 300 + 300) << r.output;  // min_steps + max_steps_without_increase at the least
+  EXPECT_LE(final_step, 2000) << r.output;
+  EXPECT_LE(final_step - stop_step, 2) << r.output;  // the step fetched beside the train op, before its increment
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("best accuracy 0\\.9[0-9]+ at global step [0-9]+"))) << r.output;
+
+  // A timeline every 100 steps, named after the global step after its run (the reference's rule:
+  // the run from step 99 to 100 writes timeline-100.json), up to the last step trained.
+  const fs::path track = dir_ / "timeline_track";
+  std::vector<int64_t> expected;
+  for (int64_t step = 100; step <= final_step; step += 100) expected.push_back(step);
+  EXPECT_EQ(steps_of_files(track, "timeline-", ".json"), expected) << r.output;
+  EXPECT_EQ(steps_of_files(track, "run_metadata-", ".pb"), expected);
+  EXPECT_TRUE(fs::is_regular_file(track / "profile"));
+  for (int64_t step : expected) {
+    const std::string name = "timeline-" + std::to_string(step) + ".json";
+    EXPECT_NE(
+        r.output.find("INFO: Saving timeline for " + std::to_string(step) + " into './timeline_track/" + name + "'."),
+        std::string::npos)
+        << name;
+    EXPECT_NE(r.output.find("  timeline_track/" + name + "  ("), std::string::npos) << name;
+    EXPECT_EQ(trace_problems(track / name), "") << name;
+  }
+  EXPECT_NE(r.output.find("stepscope serve timeline_track"), std::string::npos);
+  EXPECT_NE(r.output.find("chrome://tracing"), std::string::npos);
+  EXPECT_NE(r.output.find("ui.perfetto.dev"), std::string::npos);
+
+  // Checkpoints and evaluations went to ./model_dir.
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "model_dir" / "checkpoint"));
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "model_dir" / "eval" / "eval_metrics.txt"));
+}
+
+TEST_F(ExampleTest, StepscopeCommandLineReadsWhatTheEstimatorStoryLeft) {
+  const ProgramRun story = run("estimator_story");
+  ASSERT_EQ(story.exit_code, 0) << story.output;
+  const std::vector<int64_t> steps = steps_of_files(dir_ / "timeline_track", "run_metadata-", ".pb");
+  ASSERT_FALSE(steps.empty()) << story.output;
+
+  const ProgramRun prof = run_program("stepscope", "prof scope --profile timeline_track/profile -max_depth 2");
+  ASSERT_EQ(prof.exit_code, 0) << prof.output;
+  EXPECT_NE(prof.output.find("node name | total execution time | accelerator execution time | cpu execution time\n"),
+            std::string::npos)
+      << prof.output;
+  EXPECT_NE(prof.output.find("_TFProfRoot ("), std::string::npos) << prof.output;
+  EXPECT_NE(prof.output.find("  hidden ("), std::string::npos) << prof.output;
+  EXPECT_EQ(prof.output.find("hidden/MatMul ("), std::string::npos) << "deeper than -max_depth 2:\n" << prof.output;
+
+  const std::string meta = "timeline_track/run_metadata-" + std::to_string(steps.back()) + ".pb";
+  const ProgramRun timeline = run_program("stepscope", "timeline --run_meta " + meta + " -o t.json");
+  ASSERT_EQ(timeline.exit_code, 0) << timeline.output;
+  EXPECT_TRUE(std::regex_search(timeline.output, std::regex("^wrote t\\.json \\([0-9]+ bytes of JSON\\)\n")))
+      << timeline.output;
+  ASSERT_TRUE(fs::is_regular_file(dir_ / "t.json"));
+  EXPECT_EQ(trace_problems(dir_ / "t.json"), "");
+
+  const ProgramRun path = run_program("stepscope", "critical_path --run_meta " + meta);
+  ASSERT_EQ(path.exit_code, 0) << path.output;
+  EXPECT_NE(path.output.find("MatMul"), std::string::npos) << path.output;
+}
+
+// The text between the header line "== <title>..." and the next "\n== " (or the end).
+std::string section(const std::string& output, const std::string& title) {
+  const size_t start = output.find("\n== " + title);
+  if (start == std::string::npos) return "";
+  const size_t end = output.find("\n== ", start + 1);
+  return output.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+TEST_F(ExampleTest, ProfilerStoryShowsEveryViewAndWritesTimelines) {
+  const ProgramRun r = run("profiler_story");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 0: loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 40: loss "), std::string::npos) << r.output;
+
+  // The blog's timeline output: one Chrome trace per added step (every 5th), "<file>_<step>".
+  EXPECT_EQ(steps_of_files(dir_, "train_profiler.json_", ""),
+            (std::vector<int64_t>{0, 5, 10, 15, 20, 25, 30, 35, 40, 45}))
+      << r.output;
+  for (int step = 0; step < 50; step += 5) {
+    const std::string name = "train_profiler.json_" + std::to_string(step);
+    EXPECT_EQ(trace_problems(dir_ / name), "") << name;
+  }
+
+  const std::string scope = section(r.output, "scope view");
+  EXPECT_NE(scope.find("node name | # parameters | requested bytes | total execution time | accelerator execution "
+                       "time | cpu execution time\n"),
+            std::string::npos)
+      << scope;
+  EXPECT_NE(scope.find("siamese/hidden/kernel (64x128, 8.19k/8.19k params"), std::string::npos) << scope;
+
+  const std::string op = section(r.output, "op view");
+  EXPECT_NE(op.find("\nMatMul "), std::string::npos) << op;
+
+  const std::string code = section(r.output, "code view");
+  EXPECT_TRUE(std::regex_search(code, std::regex("profiler_story\\.cc:[0-9]+"))) << code;
+
+  const std::string graph = section(r.output, "graph view");
+  EXPECT_TRUE(std::regex_search(graph, std::regex("[0-9.]+[kmb]?/[0-9.]+[kmb]? flops"))) << graph;
+
+  EXPECT_NE(section(r.output, "advice").find("CriticalPathChecker:"), std::string::npos) << r.output;
 }
 
 }  // namespace
