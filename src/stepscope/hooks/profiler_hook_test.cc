@@ -15,6 +15,7 @@
 #include <regex>
 #include <set>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/estimator.h"
 #include "stepscope/hooks/hook_test_util.h"
@@ -60,16 +61,7 @@ using ::testing::HasSubstr;
 using testing::read_dir_events;
 using testing::TempDir;
 
-template <typename E, typename F>
-std::string error_text(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testing::error_text;
 
 std::vector<std::string> files_matching(const std::string& dir, const std::string& pattern) {
   std::vector<std::string> out;

@@ -7,6 +7,7 @@
 
 #include <regex>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/ops/all_ops.h"
@@ -54,16 +55,7 @@ struct Fixture {
               .warning = [this](const std::string& s) { warnings.push_back(s); }};
 };
 
-template <typename E, typename F>
-std::string error_text(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testing::error_text;
 
 TEST(StepCounterHook, EveryNSecsAloneNeedsEveryNStepsSwitchedOff) {
   // The default every_n_steps=100 makes every_n_secs alone "both" (the reference's quirk).

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/step_counter_hook.h"
@@ -25,16 +26,7 @@ using Summaries = std::map<int64_t, std::map<std::string, float>>;
 
 constexpr double kMockStartTime = 1484695987.209386;
 
-template <typename E, typename F>
-std::string error_text(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testing::error_text;
 
 // The reference's setUp: var = 0.0; tensor = assign_add(var, 1.0); summaries of tensor and
 // tensor * 2; a global step incremented by the train op.

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/ops/op_test_util.h"
 #include "stepscope/ops/registry.h"
@@ -29,16 +30,7 @@ std::vector<std::pair<std::string, float>> values_of(const Tensor& t) {
   return out;
 }
 
-template <typename E, typename F>
-std::string error_text(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testing::error_text;
 
 using P = std::pair<std::string, float>;
 

@@ -17,41 +17,6 @@ namespace {
 constexpr uint32_t kExtBaseNs = 1001, kExtBaseWallNs = 1002, kExtNodeId = 1001, kExtAllocNanos = 1001,
                    kExtGraphDevice = 1001;
 
-int tf_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return 1;
-    case DType::kFloat64:
-      return 2;
-    case DType::kInt32:
-      return 3;
-    case DType::kString:
-      return 7;
-    case DType::kInt64:
-      return 9;
-    case DType::kBool:
-      return 10;
-  }
-  return 0;
-}
-
-DType from_tf_dtype(int64_t v) {
-  switch (v) {
-    case 2:
-      return DType::kFloat64;
-    case 3:
-      return DType::kInt32;
-    case 7:
-      return DType::kString;
-    case 9:
-      return DType::kInt64;
-    case 10:
-      return DType::kBool;
-    default:
-      return DType::kFloat32;  // DT_FLOAT, and the types stepscope has not
-  }
-}
-
 // ---- Writing ----
 
 class Writer {
@@ -110,7 +75,7 @@ class Writer {
         put_int(b, 1, o.slot);
         message(b, 3, d, [&](std::string& tb, size_t td) {
           const TensorDescription& t = o.tensor_description;
-          put_int(tb, 1, tf_dtype(t.dtype));
+          put_int(tb, 1, tf_datatype(t.dtype));
           message(tb, 2, td, [&](std::string& sb, size_t sd) {
             for (int64_t dim : t.shape.dims())
               message(sb, 2, sd, [&](std::string& db, size_t) { put_int(db, 1, dim); });
@@ -264,7 +229,8 @@ class Parser {
   void tensor_description(std::string_view bytes, const Where& w, TensorDescription& td) {
     fields(bytes, w, [&](pw::Reader& r, uint32_t field, pw::WireType type) {
       if (field == 1) {
-        td.dtype = from_tf_dtype(get_int(r, type, w, "dtype"));
+        td.dtype = dtype_from_tf_datatype(get_int(r, type, w, "dtype"))
+                       .value_or(DType::kFloat32);  // types stepscope lacks: float
       } else if (field == 2) {
         const Where sw{&w, "shape"};
         dims_.clear();

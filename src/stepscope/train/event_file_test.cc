@@ -13,6 +13,8 @@
 #include <random>
 #include <regex>
 
+#include "stepscope/base/test_util.h"
+
 namespace stepscope {
 namespace {
 
@@ -76,16 +78,7 @@ class TempDir {
   fs::path path_;
 };
 
-template <typename E, typename F>
-std::string error_text(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return "";
-}
+using testing::error_text;
 
 // ----- CRC32C ------------------------------------------------------------------------------
 

@@ -26,25 +26,6 @@ double steady_now() {
 
 // ----- GraphDef (tensorflow/core/framework/graph.proto and friends) ------------------------
 
-// tensorflow.DataType values.
-int64_t dtype_enum(DType d) {
-  switch (d) {
-    case DType::kFloat32:
-      return 1;
-    case DType::kFloat64:
-      return 2;
-    case DType::kInt32:
-      return 3;
-    case DType::kString:
-      return 7;
-    case DType::kInt64:
-      return 9;
-    case DType::kBool:
-      return 10;
-  }
-  return 0;
-}
-
 std::string shape_proto(const Shape& s) {
   std::string out;
   if (!s.known_rank()) {
@@ -62,7 +43,7 @@ std::string shape_proto(const Shape& s) {
 std::string tensor_proto(const Tensor& t) {
   std::string out;
   if (!t.initialized()) return out;
-  wire::put_int_field(out, 1, dtype_enum(t.dtype()));
+  wire::put_int_field(out, 1, tf_datatype(t.dtype()));
   wire::put_bytes_field(out, 2, shape_proto(t.shape()));
   if (t.dtype() == DType::kString) {
     for (const std::string& s : t.flat<std::string>()) wire::put_bytes_field(out, 8, s);
@@ -86,7 +67,7 @@ std::string attr_value_proto(const AttrValue& value) {
         } else if constexpr (std::is_same_v<T, std::string>) {
           wire::put_bytes_field(out, 2, v);
         } else if constexpr (std::is_same_v<T, DType>) {
-          wire::put_int_field(out, 6, dtype_enum(v));
+          wire::put_int_field(out, 6, tf_datatype(v));
         } else if constexpr (std::is_same_v<T, Shape>) {
           wire::put_bytes_field(out, 7, shape_proto(v));
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
