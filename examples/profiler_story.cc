@@ -83,6 +83,13 @@ int main(int argc, char** argv) {
     std::printf("\n== profile_name_scope with the blog's options (timeline output)\n");
     graph_profiler.profile_name_scope(profile_scope_opt_builder.build());
 
+    // The blog's floor leaves this small model nothing to show (a timeline of metadata only):
+    // the same view with floors it passes, as a timeline with every op of the step.
+    graph_profiler.profile_name_scope(ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory())
+                                          .with_step((max_step - 1) / 5 * 5)  // the last traced step
+                                          .with_timeline_output("train_ops.json")
+                                          .build());
+
     // A floor the tiny model can pass, printed to stdout.
     std::printf("\n== scope view: parameters, bytes, time\n");
     graph_profiler.profile_name_scope(ProfileOptionBuilder(ProfileOptionBuilder::trainable_variables_parameter())

@@ -303,6 +303,9 @@ TEST_F(ExampleTest, ProfilerStoryShowsEveryViewAndWritesTimelines) {
     const std::string name = "train_profiler.json_" + std::to_string(step);
     EXPECT_EQ(trace_problems(dir_ / name), "") << name;
   }
+  // The same view with floors the model passes: a timeline of the last traced step with its ops.
+  EXPECT_EQ(trace_problems(dir_ / "train_ops.json_45"), "");
+  EXPECT_NE(stepscope::read_file(dir_ / "train_ops.json_45").find("\"name\":\"MatMul\""), std::string::npos);
 
   const std::string scope = section(r.output, "scope view");
   EXPECT_NE(scope.find("node name | # parameters | requested bytes | total execution time | accelerator execution "
