@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds (Release) and prints the benchmark figures of BENCHMARKS.md: op dispatch, MatMul,
-# MLP forward and training step, and the same training step in Debian's PyTorch (installed here
+# MLP forward and training step (traced and not), the hooks' overhead, timelines (ns and bytes
+# per event), tfprof's views, and the same training step in Debian's PyTorch (installed here
 # with OpenBLAS's OpenMP build selected, as the reference BLAS is ~20x slower).
 #   scripts/bench.sh [--no-pytorch]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSTEPSCOPE_BENCHMARKS=ON >/dev/null
-cmake --build build -j"${JOBS:-2}" --target runtime_bench matmul_bench train_bench >/dev/null
+cmake --build build -j"${JOBS:-2}" --target runtime_bench matmul_bench train_bench hooks_bench timeline_bench tfprof_bench >/dev/null
 
 fmt='--benchmark_format=console --benchmark_counters_tabular=true'
 echo "== op dispatch and MLP forward (bench/runtime_bench.cc)"
@@ -16,6 +17,12 @@ echo "== MatMul (bench/matmul_bench.cc)"
 ./build/matmul_bench $fmt --benchmark_filter='BM_MatMulSession'
 echo "== MLP 784-256-256-10 training step, batch 64 (bench/train_bench.cc)"
 ./build/train_bench $fmt --benchmark_out=build/train_bench.json --benchmark_out_format=json
+echo "== MonitoredSession with quiet hooks vs Session::run (bench/hooks_bench.cc)"
+./build/hooks_bench $fmt
+echo "== timelines: StepStats to Chrome trace JSON (bench/timeline_bench.cc)"
+./build/timeline_bench $fmt
+echo "== tfprof: add_step, views, save/load (bench/tfprof_bench.cc)"
+./build/tfprof_bench $fmt
 
 if [ "${1:-}" != "--no-pytorch" ]; then
   if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
