@@ -166,6 +166,33 @@ bool is_expensive(const Node& node) {
   return false;
 }
 
+// The feeds' slots, grouped per node in output order (so a fed node's outputs are consecutive
+// slots, as a node's are), and the fed nodes that do not run, which traced steps record.
+// Feeds are traced with code marked cold (here, describe_fed_tensor, add_fed_nodes): kept out
+// of the budget GCC inlines with across this file, so that what it inlines into run_node (the
+// traced log's push_back) stays as it was.
+[[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed) {
+  plan.num_item_devices = plan.devices.size();
+  std::vector<int> by_output(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) by_output[i] = static_cast<int>(i);
+  std::sort(by_output.begin(), by_output.end(),
+            [&](int a, int b) { return slot_key(feeds[a].first) < slot_key(feeds[b].first); });
+  plan.feed_slots.resize(feeds.size());
+  for (size_t k = 0; k < by_output.size(); ++k) {
+    const Node* node = feeds[by_output[k]].first.node;
+    plan.feed_slots[by_output[k]] = plan.num_slots++;
+    // A node that runs anyway (another of its outputs is needed) is recorded when it runs.
+    if (needed[node->id()]) continue;
+    if (k > 0 && feeds[by_output[k - 1]].first.node == node) {
+      plan.fed_nodes.back().num_slots++;
+      continue;
+    }
+    auto dev = std::find(plan.devices.begin(), plan.devices.end(), node->device());
+    if (dev == plan.devices.end()) dev = plan.devices.insert(dev, node->device());
+    plan.fed_nodes.push_back({node, plan.num_slots - 1, 1, static_cast<int>(dev - plan.devices.begin())});
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -221,25 +248,7 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
     if (dev == plan->devices.end()) plan->devices.push_back(node->device());
     plan->items.push_back(item);
   }
-  plan->num_item_devices = plan->devices.size();
-  std::vector<int> by_output(feeds.size());
-  for (size_t i = 0; i < feeds.size(); ++i) by_output[i] = static_cast<int>(i);
-  std::sort(by_output.begin(), by_output.end(),
-            [&](int a, int b) { return slot_key(feeds[a].first) < slot_key(feeds[b].first); });
-  plan->feed_slots.resize(feeds.size());
-  for (size_t k = 0; k < by_output.size(); ++k) {
-    const Node* node = feeds[by_output[k]].first.node;
-    plan->feed_slots[by_output[k]] = plan->num_slots++;
-    // A node that runs anyway (another of its outputs is needed) is recorded when it runs.
-    if (needed[node->id()]) continue;
-    if (k > 0 && feeds[by_output[k - 1]].first.node == node) {
-      plan->fed_nodes.back().num_slots++;
-      continue;
-    }
-    auto dev = std::find(plan->devices.begin(), plan->devices.end(), node->device());
-    if (dev == plan->devices.end()) dev = plan->devices.insert(dev, node->device());
-    plan->fed_nodes.push_back({node, plan->num_slots - 1, 1, static_cast<int>(dev - plan->devices.begin())});
-  }
+  place_feeds(*plan, feeds, needed);
   const int empty_slot = plan->num_slots++;  // what reference inputs read: never written
   plan->initial_refs.assign(plan->num_slots, 0);
   plan->dtypes.assign(plan->num_slots, DType::kFloat32);
@@ -440,16 +449,17 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
   return false;
 }
 
-// What a traced step records of a tensor a node output (or a feed gave): its description and
-// where its buffer is. `kernel_allocator` is the one whose interned name is at hand.
-[[gnu::always_inline]] inline void describe_output(const Tensor& t, int slot, const Allocator* kernel_allocator,
-                                                   std::string_view kernel_allocator_name, NodeOutput& description) {
+// What a traced step records of a fed tensor, as output `slot` of its node: what run_node
+// records of the outputs a kernel made (the allocator named as the executor names the kernels'
+// allocator). Cold: see place_feeds.
+[[gnu::cold]] void describe_fed_tensor(const Tensor& t, int slot, const Allocator* kernel_allocator,
+                                       std::string_view kernel_allocator_name, NodeOutput& description) {
   const Buffer* b = t.buffer();
   AllocationDescription& ad = description.tensor_description.allocation_description;
   description.slot = slot;
   description.tensor_description.dtype = t.dtype();
   description.tensor_description.shape = t.shape();
-  ad.requested_bytes = b->requested_bytes();  // a tensor always spans its whole buffer
+  ad.requested_bytes = b->requested_bytes();
   ad.allocated_bytes = b->allocated_bytes();
   ad.allocator_name =
       b->allocator() == kernel_allocator ? kernel_allocator_name : StepStats::intern(b->allocator()->name());
@@ -524,12 +534,23 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
     NodeOutput* descriptions = s->output_descriptions + item.output_base;
     for (int i = 0; i < item.num_outputs; ++i) {
       const Tensor& t = outputs[i];
+      AllocationDescription& ad = descriptions[i].tensor_description.allocation_description;
       if (!t.initialized()) {
-        descriptions[i].tensor_description.allocation_description.allocator_name = {};  // marks it missing
+        ad.allocator_name = {};  // marks it missing
         r.missing_outputs++;
         continue;
       }
-      describe_output(t, i, allocator, cpu_allocator_name_, descriptions[i]);
+      // As describe_fed_tensor does for a feed (written out here: this is the hot path's copy).
+      const Buffer* b = t.buffer();
+      descriptions[i].slot = i;
+      descriptions[i].tensor_description.dtype = t.dtype();
+      descriptions[i].tensor_description.shape = t.shape();
+      ad.requested_bytes = b->requested_bytes();  // a tensor always spans its whole buffer
+      ad.allocated_bytes = b->allocated_bytes();
+      ad.allocator_name = b->allocator() == allocator ? cpu_allocator_name_ : StepStats::intern(b->allocator()->name());
+      ad.allocation_id = b->allocation_id();
+      ad.has_single_reference = b->unique();
+      ad.ptr = reinterpret_cast<uint64_t>(t.raw_data());
     }
   }
 }
@@ -616,6 +637,11 @@ struct StepStatsBuilder {
   static NodeOutput* begin(StepStats& stats, size_t num_slots, StepClock::Point start);
   static void finish(const Executor::Plan& plan, StepBuffers& buf, AllocationRecorder& recorder, const StepClock& clock,
                      StepStats& stats);
+  // Fed nodes first (in start order, they start with the step): what TensorFlow records as the
+  // _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step. Nothing ran
+  // and nothing was allocated: zero duration, no memory, on the calling thread. Cold: see
+  // place_feeds.
+  [[gnu::cold]] static void add_fed_nodes(const Executor::Plan& plan, StepStats& stats);
 };
 
 std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -667,8 +693,8 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.output_descriptions = StepStatsBuilder::begin(*stats, static_cast<size_t>(plan->num_slots), start);
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
     for (size_t i = 0; i < feeds.size(); ++i)
-      describe_output(feeds[i].second, feeds[i].first.index, cpu_allocator(), cpu_allocator_name_,
-                      s.output_descriptions[plan->feed_slots[i]]);
+      describe_fed_tensor(feeds[i].second, feeds[i].first.index, cpu_allocator(), cpu_allocator_name_,
+                          s.output_descriptions[plan->feed_slots[i]]);
   }
 
   if (num_items > 0) {
@@ -832,28 +858,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
     return name;
   };
 
-  // Fed nodes first (in start order, they start with the step): what TensorFlow records as the
-  // _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step. Nothing ran
-  // and nothing was allocated: zero duration, no memory, on the calling thread.
-  const uint32_t caller = current_thread_id();
-  for (const auto& f : fed) {
-    devices[f.device].node_stats.push_back({
-        .node_name = f.name,
-        .op_type = f.op_type,
-        .node_id = f.node_id,
-        .scheduled_ns = stats.base_ns,
-        .all_start_ns = stats.base_ns,
-        .op_start_rel_ns = 0,
-        .op_end_rel_ns = 0,
-        .all_end_rel_ns = 0,
-        .memory = {},
-        .output = {outputs.data() + f.output_base, static_cast<size_t>(f.num_outputs)},
-        .timeline_label = f.timeline_label,
-        .thread_id = caller,
-        .referenced_tensor = {},
-        .memory_stats = {},
-    });
-  }
+  if (!fed.empty()) add_fed_nodes(plan, stats);
 
   for (int32_t p : order) {
     // The arrays written here are too big to stay in cache between steps: ask for the lines
@@ -944,6 +949,28 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
         .output = node_outputs,
         .timeline_label = item.timeline_label,
         .thread_id = r.thread_id,
+        .referenced_tensor = {},
+        .memory_stats = {},
+    });
+  }
+}
+
+void StepStatsBuilder::add_fed_nodes(const Executor::Plan& plan, StepStats& stats) {
+  const uint32_t caller = current_thread_id();
+  for (const auto& f : plan.fed_names()) {
+    stats.dev_stats[f.device].node_stats.push_back({
+        .node_name = f.name,
+        .op_type = f.op_type,
+        .node_id = f.node_id,
+        .scheduled_ns = stats.base_ns,
+        .all_start_ns = stats.base_ns,
+        .op_start_rel_ns = 0,
+        .op_end_rel_ns = 0,
+        .all_end_rel_ns = 0,
+        .memory = {},
+        .output = {stats.outputs_.data() + f.output_base, static_cast<size_t>(f.num_outputs)},
+        .timeline_label = f.timeline_label,
+        .thread_id = caller,
         .referenced_tensor = {},
         .memory_stats = {},
     });
