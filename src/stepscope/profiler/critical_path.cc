@@ -64,6 +64,14 @@ void inputs_from_label(std::string_view label, std::vector<std::pair<std::string
   }
 }
 
+// A fed node: the executor records each one at the step's start, lasting nothing, allocating
+// nothing (its outputs are the fed tensors). It ran nothing and held nothing up: not an op of
+// the step here, so the path starts at the ops that read it.
+bool is_feed(const NodeExecStats& ns, const StepStats& step) {
+  return step.base_ns != 0 && ns.all_start_ns == step.base_ns && ns.scheduled_ns == step.base_ns &&
+         ns.all_end_rel_ns == 0 && ns.memory.empty();
+}
+
 class PathFinder {
  public:
   PathFinder(const Graph* graph, const StepStats& step) : graph_(graph) {
@@ -72,7 +80,8 @@ class PathFinder {
     records_.reserve(n);
     if (graph_) by_id_.assign(graph_->num_nodes(), -1);
     for (const auto& dev : step.dev_stats) {
-      for (const auto& ns : dev.node_stats) add(dev.device, ns);
+      for (const auto& ns : dev.node_stats)
+        if (!is_feed(ns, step)) add(dev.device, ns);
     }
     if (!graph_) {
       for (size_t i = 0; i < records_.size(); ++i) by_end_.emplace(records_[i].end, static_cast<int>(i));

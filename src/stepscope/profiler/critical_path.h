@@ -86,9 +86,10 @@ struct CriticalPath {
 };
 
 // The critical path of `step`, whose nodes' node_id index `graph` (a node whose id does not
-// match by name is looked up by name). Nodes of the graph that are not in the step (pruned,
-// fed) are not on the path; the path stops at an op none of whose inputs ran in the step. An
-// empty step gives an empty path.
+// match by name is looked up by name). Nodes of the graph that are not in the step (pruned)
+// and fed nodes (recorded at the step's start, lasting nothing) are not on the path, nor
+// counted as ops; the path stops at an op none of whose inputs ran in the step. An empty step
+// gives an empty path.
 CriticalPath critical_path(const Graph& graph, const StepStats& step);
 // Without the graph (a RunMetadata read back from a file): the data inputs are taken from each
 // node's timeline_label ("name = Op(in0, in1:1)"); control edges are not known.

@@ -190,6 +190,36 @@ TEST(CriticalPath, NodesNotInTheStepAreSkipped) {
   expect_shares_sum_to_one(p);
 }
 
+// Fed nodes are in the step (the executor records each one at the step's start, lasting
+// nothing, with the fed tensors as outputs) but ran nothing: not on the path, not counted as
+// ops, with the graph or without it. The path starts at the op that read the feed.
+TEST(CriticalPath, FedNodesAreNotOps) {
+  Graph g;
+  Scope s(g);
+  Output x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{});
+  Output y = square(s.with_op_name("y"), x);
+  Output z = neg(s.with_op_name("z"), y);
+  NodeExecStats fed = run_of(x, 0, 0, 0, 7);  // on the caller's thread, which ran no op
+  fed.timeline_label = StepStats::intern("x = Placeholder()");
+  StepStats step = step_of({fed, run_of(y, 0, 3, 40), run_of(z, 40, 41, 50)});
+  for (const CriticalPath& p : {critical_path(g, step), critical_path(step)}) {
+    EXPECT_EQ(names(p), (std::vector<std::string>{"y", "z"})) << p.to_text();
+    EXPECT_EQ(p.ops[0].via, CriticalPathEdge::kStart);
+    EXPECT_EQ(p.ops[0].wait_ns, 3);
+    EXPECT_EQ(p.num_ops, 2);
+    EXPECT_EQ(p.wall_ns, 50);
+    ASSERT_EQ(p.threads.size(), 1u);
+    EXPECT_EQ(p.threads[0].thread_id, 1u);
+    EXPECT_EQ(p.threads[0].ops, 2);
+    expect_shares_sum_to_one(p);
+  }
+  // A step that only fed (its fetches were the feeds) ran no ops.
+  EXPECT_TRUE(critical_path(g, step_of({fed})).empty());
+  // An op that lasted nothing later in the step is an op.
+  StepStats quick = step_of({fed, run_of(y, 0, 3, 3), run_of(z, 3, 4, 9)});
+  EXPECT_EQ(names(critical_path(g, quick)), (std::vector<std::string>{"y", "z"}));
+}
+
 TEST(CriticalPath, AStepWithOneNode) {
   Graph g;
   Scope s(g);
@@ -367,12 +397,17 @@ TEST(CriticalPath, RealTracedTrainingStep) {
   expect_shares_sum_to_one(p);
   EXPECT_GT(p.parallelism, 0);
   EXPECT_GT(p.num_ops, static_cast<int>(p.ops.size()));
+  // The step records the two fed placeholders too: they are not ops, on the path or counted.
+  EXPECT_EQ(p.num_ops, static_cast<int>(md.step_stats.dev_stats[0].node_stats.size()) - 2);
+  for (const CriticalPath& path : {p, critical_path(md.step_stats)})
+    for (const auto& op : path.ops) EXPECT_NE(op.op_type, "Placeholder") << path.to_text();
 
   // The last op of the path is the op that ended last.
   int64_t last_end = 0;
   std::string last_name;
   std::set<std::string> ran;
   for (const auto& ns : md.step_stats.dev_stats[0].node_stats) {
+    if (ns.node_name == "x" || ns.node_name == "labels") continue;  // fed: in the step, not run
     ran.insert(std::string(ns.node_name));
     if (ns.all_start_ns + ns.all_end_rel_ns >= last_end) {
       last_end = ns.all_start_ns + ns.all_end_rel_ns;

@@ -18,14 +18,14 @@ class StepStats;
 
 class RunShapes {
  public:
-  // Shapes the step recorded for each node's outputs; where it recorded none (a node that did
-  // not run, a fed placeholder), the graph's inferred shapes.
+  // Shapes the step recorded for each node's outputs (a fed node's are the fed tensors'); where
+  // it recorded none (a node that did not run), the graph's inferred shapes.
   RunShapes(const Graph& graph, const StepStats& step);
 
   std::span<const Shape> outputs(const Node& node) const;
   // The shapes of the node's data inputs, in input order: each producer's output shape.
   std::vector<Shape> inputs(const Node& node) const;
-  // Whether the step recorded the node's outputs (i.e. it ran in the step).
+  // Whether the step recorded the node's outputs (it ran in the step, or was fed).
   bool ran(const Node& node) const;
 
  private:

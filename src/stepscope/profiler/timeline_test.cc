@@ -595,8 +595,8 @@ TEST(Timeline, TwoStepWindowSharesTracksAndMarksSteps) {
 TEST(Timeline, FlopsInArgsWhenTheGraphIsGiven) {
   Graph g;
   Scope s(g);
-  // (A fed placeholder is not in the StepStats: RunShapes knows its shape from the graph only.)
-  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4, 3});
+  // The batch dimension is unknown in the graph: the step's record of the feed says 4.
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{-1, 3});
   auto w = constant(s, Tensor(DType::kFloat32, Shape{3, 5}));
   auto mm = matmul(s.with_op_name("mm"), x, w);
   Session sess(g);
@@ -610,6 +610,57 @@ TEST(Timeline, FlopsInArgsWhenTheGraphIsGiven) {
       EXPECT_EQ(e["args"]["output_bytes"], 4 * 5 * 4);
     }
   for (const auto& e : events(without, "X")) EXPECT_FALSE(e["args"].contains("flops"));
+}
+
+// Fed nodes are in a traced step: slices of no length at the step's start with the fed shapes,
+// one lane each (a lane's last slice must end strictly before the next starts, TensorFlow's
+// rule); the ops keep their lanes, an arrow from a feed on another lane binds, the trace is clean.
+TEST(Timeline, FedNodesAreSlicesOfNoLengthAtTheStepsStart) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{-1, 3});
+  auto y = placeholder(s.with_op_name("y"), DType::kFloat32, Shape{-1, 2});
+  auto mm = matmul(s.with_op_name("mm"), x, constant(s, Tensor(DType::kFloat32, Shape{3, 2})));
+  auto sum = add(s.with_op_name("sum"), mm, y);
+  Session sess(g, {.inter_op_threads = 1});
+  RunMetadata md =
+      traced_run(sess, {sum}, {{x, Tensor(DType::kFloat32, Shape{4, 3})}, {y, Tensor(DType::kFloat32, Shape{4, 2})}});
+  for (const Graph* graph : {static_cast<const Graph*>(&g), static_cast<const Graph*>(nullptr)}) {
+    Timeline tl(md.step_stats, graph);
+    for (const auto& f : kFlagCases) validated(tl.generate_chrome_trace_format(f.show_dataflow, f.show_memory));
+    json j = validated(tl.generate_chrome_trace_format(true, true));
+    std::map<std::string, json> ops;
+    for (const auto& e : events(j, "X")) ops[e["args"]["name"]] = e;
+    ASSERT_EQ(ops.size(), 5u) << j.dump();  // x, y, the constant, mm, sum
+    for (const char* fed : {"x", "y"}) {
+      const json& e = ops.at(fed);
+      EXPECT_EQ(e["name"], "Placeholder");
+      EXPECT_EQ(ns_of(e["ts"]), 0);  // the trace starts with the step
+      EXPECT_EQ(ns_of(e["dur"]), 0);
+      EXPECT_FALSE(e["args"].contains("input0"));
+    }
+    EXPECT_EQ(ops.at("x")["args"]["output0"], "float32[4,3]");
+    EXPECT_EQ(ops.at("x")["args"]["output_bytes"], 48);
+    EXPECT_EQ(ops.at("y")["args"]["output0"], "float32[4,2]");
+    EXPECT_NE(ops.at("x")["tid"], ops.at("y")["tid"]);
+    // One thread ran the ops, one after another: all on the first lane.
+    EXPECT_EQ(ops.at("mm")["tid"], 0);
+    EXPECT_EQ(ops.at("sum")["tid"], 0);
+    if (graph) EXPECT_EQ(ops.at("mm")["args"]["flops"], 2 * 4 * 3 * 2);
+    // y → sum crosses lanes: the arrow leaves y's slice at its only instant.
+    bool from_y = false;
+    for (const auto& e : events(j, "s"))
+      if (e["name"] == "y") {
+        from_y = true;
+        EXPECT_EQ(e["tid"], ops.at("y")["tid"]);
+        EXPECT_EQ(ns_of(e["ts"]), 0);
+      }
+    EXPECT_TRUE(from_y);
+    // The fed tensors' objects live from the step's start to their last use.
+    bool x_object = false;
+    for (const auto& e : events(j, "N")) x_object |= e["name"] == "x";
+    EXPECT_TRUE(x_object);
+  }
 }
 
 }  // namespace

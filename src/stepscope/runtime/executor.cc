@@ -72,11 +72,20 @@ struct Executor::Plan {
   std::vector<int> initial_refs;  // per slot: consumer edges + fetches holding it
   std::vector<DType> dtypes;      // per slot: what the graph says (read here, not in the nodes)
   std::vector<int> roots;
-  size_t num_state_roots = 0;  // the first roots are variable reads
-  std::vector<int> feed_slots;   // per feed, in the order of the FeedList
-  std::vector<int> fetch_slots;  // per fetch
-  std::vector<std::string> devices;
+  size_t num_state_roots = 0;        // the first roots are variable reads
+  std::vector<int> feed_slots;       // per feed, in the order of the FeedList
+  std::vector<int> fetch_slots;      // per fetch
+  std::vector<std::string> devices;  // the items' first, then those only fed nodes are on
+  size_t num_item_devices = 0;
   int num_slots = 0;
+  // The fed nodes that do not run in the step: traced steps record each one as a node whose
+  // outputs (the fed tensors) were there when the step started. Feeds take their slots grouped
+  // per node, in output order, so a fed node's outputs are consecutive slots as a node's are.
+  struct FedNode {
+    const Node* node;
+    int first_slot, num_slots, device;
+  };
+  std::vector<FedNode> fed_nodes;
 
   // What traces and partition graphs need of each item, names interned, in one cache line
   // (made on first use).
@@ -93,8 +102,17 @@ struct Executor::Plan {
                           StepStats::intern(item.node->timeline_label()), item.node_id, item.output_base,
                           item.num_outputs, item.device});
       for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
+      // A fed node computed nothing in the step: its label names no inputs.
+      for (const FedNode& f : fed_nodes)
+        fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
+                              StepStats::intern(f.node->name() + " = " + std::string(f.node->op_type()) + "()"),
+                              f.node->id(), f.first_slot, f.num_slots, f.device});
     });
     return names_;
+  }
+  const std::vector<Names>& fed_names() const {
+    names();
+    return fed_names_;
   }
   const std::vector<std::string_view>& device_names() const {
     names();
@@ -111,7 +129,7 @@ struct Executor::Plan {
 
  private:
   mutable std::once_flag names_once_;
-  mutable std::vector<Names> names_;
+  mutable std::vector<Names> names_, fed_names_;
   mutable std::vector<std::string_view> device_names_;
   mutable std::atomic<StepBuffers*> spare_{nullptr};
 };
@@ -146,6 +164,33 @@ bool is_expensive(const Node& node) {
     if (n < 0 || n > kCheapElements) return true;
   }
   return false;
+}
+
+// The feeds' slots, grouped per node in output order (so a fed node's outputs are consecutive
+// slots, as a node's are), and the fed nodes that do not run, which traced steps record.
+// Feeds are traced with code marked cold (here, describe_fed_tensor, add_fed_nodes): kept out
+// of the budget GCC inlines with across this file, so that what it inlines into run_node (the
+// traced log's push_back) stays as it was.
+[[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed) {
+  plan.num_item_devices = plan.devices.size();
+  std::vector<int> by_output(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) by_output[i] = static_cast<int>(i);
+  std::sort(by_output.begin(), by_output.end(),
+            [&](int a, int b) { return slot_key(feeds[a].first) < slot_key(feeds[b].first); });
+  plan.feed_slots.resize(feeds.size());
+  for (size_t k = 0; k < by_output.size(); ++k) {
+    const Node* node = feeds[by_output[k]].first.node;
+    plan.feed_slots[by_output[k]] = plan.num_slots++;
+    // A node that runs anyway (another of its outputs is needed) is recorded when it runs.
+    if (needed[node->id()]) continue;
+    if (k > 0 && feeds[by_output[k - 1]].first.node == node) {
+      plan.fed_nodes.back().num_slots++;
+      continue;
+    }
+    auto dev = std::find(plan.devices.begin(), plan.devices.end(), node->device());
+    if (dev == plan.devices.end()) dev = plan.devices.insert(dev, node->device());
+    plan.fed_nodes.push_back({node, plan.num_slots - 1, 1, static_cast<int>(dev - plan.devices.begin())});
+  }
 }
 
 }  // namespace
@@ -203,7 +248,7 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
     if (dev == plan->devices.end()) plan->devices.push_back(node->device());
     plan->items.push_back(item);
   }
-  for (size_t i = 0; i < feeds.size(); ++i) plan->feed_slots.push_back(plan->num_slots++);
+  place_feeds(*plan, feeds, needed);
   const int empty_slot = plan->num_slots++;  // what reference inputs read: never written
   plan->initial_refs.assign(plan->num_slots, 0);
   plan->dtypes.assign(plan->num_slots, DType::kFloat32);
@@ -404,6 +449,25 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
   return false;
 }
 
+// What a traced step records of a fed tensor, as output `slot` of its node: what run_node
+// records of the outputs a kernel made (the allocator named as the executor names the kernels'
+// allocator). Cold: see place_feeds.
+[[gnu::cold]] void describe_fed_tensor(const Tensor& t, int slot, const Allocator* kernel_allocator,
+                                       std::string_view kernel_allocator_name, NodeOutput& description) {
+  const Buffer* b = t.buffer();
+  AllocationDescription& ad = description.tensor_description.allocation_description;
+  description.slot = slot;
+  description.tensor_description.dtype = t.dtype();
+  description.tensor_description.shape = t.shape();
+  ad.requested_bytes = b->requested_bytes();
+  ad.allocated_bytes = b->allocated_bytes();
+  ad.allocator_name =
+      b->allocator() == kernel_allocator ? kernel_allocator_name : StepStats::intern(b->allocator()->name());
+  ad.allocation_id = b->allocation_id();
+  ad.has_single_reference = b->unique();
+  ad.ptr = reinterpret_cast<uint64_t>(t.raw_data());
+}
+
 }  // namespace
 
 void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t thread_id, int64_t scheduled) const {
@@ -476,6 +540,7 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
         r.missing_outputs++;
         continue;
       }
+      // As describe_fed_tensor does for a feed (written out here: this is the hot path's copy).
       const Buffer* b = t.buffer();
       descriptions[i].slot = i;
       descriptions[i].tensor_description.dtype = t.dtype();
@@ -572,6 +637,11 @@ struct StepStatsBuilder {
   static NodeOutput* begin(StepStats& stats, size_t num_slots, StepClock::Point start);
   static void finish(const Executor::Plan& plan, StepBuffers& buf, AllocationRecorder& recorder, const StepClock& clock,
                      StepStats& stats);
+  // Fed nodes first (in start order, they start with the step): what TensorFlow records as the
+  // _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step. Nothing ran
+  // and nothing was allocated: zero duration, no memory, on the calling thread. Cold: see
+  // place_feeds.
+  [[gnu::cold]] static void add_fed_nodes(const Executor::Plan& plan, StepStats& stats);
 };
 
 std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -621,6 +691,10 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     s.output_descriptions = StepStatsBuilder::begin(*stats, static_cast<size_t>(plan->num_slots), start);
+    // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
+    for (size_t i = 0; i < feeds.size(); ++i)
+      describe_fed_tensor(feeds[i].second, feeds[i].first.index, cpu_allocator(), cpu_allocator_name_,
+                          s.output_descriptions[plan->feed_slots[i]]);
   }
 
   if (num_items > 0) {
@@ -656,8 +730,8 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   }
   if (metadata && options.output_partition_graphs) {
     const auto& names = plan->names();
-    metadata->partition_graphs.assign(plan->devices.size(), {});
-    for (size_t d = 0; d < plan->devices.size(); ++d) metadata->partition_graphs[d].device = plan->device_names()[d];
+    metadata->partition_graphs.assign(plan->num_item_devices, {});
+    for (size_t d = 0; d < plan->num_item_devices; ++d) metadata->partition_graphs[d].device = plan->device_names()[d];
     for (size_t i = 0; i < num_items; ++i)
       metadata->partition_graphs[plan->items[i].device].node_names.push_back(names[i].name);
   }
@@ -694,6 +768,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
   const int n = static_cast<int>(plan.items.size());
   const NodeRecord* records = buf.records.get();
   const auto& names = plan.names();
+  const auto& fed = plan.fed_names();
   const auto logs = recorder.thread_logs();
 
   // 1. The nodes that ran, in start order: each thread's list is (a thread runs one node at a
@@ -761,9 +836,10 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
   devices.resize(plan.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) devices[d].device = plan.device_names()[d];
   if (devices.size() == 1) {
-    devices[0].node_stats.reserve(order.size());
+    devices[0].node_stats.reserve(fed.size() + order.size());
   } else {
     std::vector<size_t> per_device(devices.size());
+    for (const auto& f : fed) per_device[f.device]++;
     for (int32_t p : order) per_device[names[p].device]++;
     for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
@@ -781,6 +857,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
     }
     return name;
   };
+
+  if (!fed.empty()) add_fed_nodes(plan, stats);
 
   for (int32_t p : order) {
     // The arrays written here are too big to stay in cache between steps: ask for the lines
@@ -871,6 +949,28 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
         .output = node_outputs,
         .timeline_label = item.timeline_label,
         .thread_id = r.thread_id,
+        .referenced_tensor = {},
+        .memory_stats = {},
+    });
+  }
+}
+
+void StepStatsBuilder::add_fed_nodes(const Executor::Plan& plan, StepStats& stats) {
+  const uint32_t caller = current_thread_id();
+  for (const auto& f : plan.fed_names()) {
+    stats.dev_stats[f.device].node_stats.push_back({
+        .node_name = f.name,
+        .op_type = f.op_type,
+        .node_id = f.node_id,
+        .scheduled_ns = stats.base_ns,
+        .all_start_ns = stats.base_ns,
+        .op_start_rel_ns = 0,
+        .op_end_rel_ns = 0,
+        .all_end_rel_ns = 0,
+        .memory = {},
+        .output = {stats.outputs_.data() + f.output_base, static_cast<size_t>(f.num_outputs)},
+        .timeline_label = f.timeline_label,
+        .thread_id = caller,
         .referenced_tensor = {},
         .memory_stats = {},
     });

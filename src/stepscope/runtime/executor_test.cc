@@ -2,9 +2,11 @@
 // tests): pruning, feeds, fetches, errors from worker threads, tracing, concurrency.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "stepscope/graph/kernel_context.h"
@@ -50,6 +52,29 @@ const OpDef& add_op() {
   };
   return def;
 }
+// (x + 1, x + 2), float32, counting its executions.
+const OpDef& pair_op() {
+  static const OpDef def{
+      .name = "TestPair",
+      .num_inputs = 1,
+      .num_outputs = 2,
+      .shape =
+          [](ShapeContext& c) {
+            c.set_output(0, c.input_dtype(0), c.input_shape(0));
+            c.set_output(1, c.input_dtype(0), c.input_shape(0));
+          },
+      .kernel =
+          [](KernelContext& c) {
+            g_runs++;
+            auto in = c.input(0).flat<float>();
+            for (int o = 0; o < 2; ++o) {
+              auto out = c.allocate_output(o, DType::kFloat32, c.input(0).shape()).flat<float>();
+              for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] + static_cast<float>(o + 1);
+            }
+          },
+  };
+  return def;
+}
 // Fails when its input contains a negative number (like CheckNumerics).
 const OpDef& fail_negative_op() {
   static const OpDef def{
@@ -71,6 +96,15 @@ Output add_one(const Scope& s, Output x, CallSite site = CallSite::current()) {
 }
 Output add(const Scope& s, Output x, Output y) {
   return s.add_node(add_op(), {x, y}, {}, CallSite::current())->output(0);
+}
+
+// The nodes that ran in a traced step: what follows the fed nodes, which come first (see
+// FullTraceRecordsTheFeeds).
+std::span<const NodeExecStats> ran_nodes(const DeviceStepStats& dev, size_t num_fed = 1) {
+  EXPECT_GE(dev.node_stats.size(), num_fed);
+  for (size_t i = 0; i < num_fed && i < dev.node_stats.size(); ++i)
+    EXPECT_EQ(dev.node_stats[i].all_end_rel_ns, 0) << dev.node_stats[i].node_name << " is not a fed node";
+  return std::span(dev.node_stats).subspan(std::min(num_fed, dev.node_stats.size()));
 }
 
 TEST(Executor, RunsAChainAndFetchesResults) {
@@ -241,11 +275,13 @@ TEST(Executor, FullTraceRecordsEveryNodeWithOutputsAndMemory) {
   ASSERT_EQ(md.step_stats.dev_stats.size(), 1u);
   const auto& dev = md.step_stats.dev_stats[0];
   EXPECT_EQ(dev.device, "/job:localhost/replica:0/task:0/device:CPU:0");
-  ASSERT_EQ(dev.node_stats.size(), 3u);
-  EXPECT_EQ(dev.node_stats[0].node_name, "a");
-  EXPECT_EQ(dev.node_stats[0].timeline_label, "a = TestAddOne(x)");
-  EXPECT_EQ(dev.node_stats[2].timeline_label, "c = TestAdd(a, b)");
-  for (const auto& ns : dev.node_stats) {
+  ASSERT_EQ(dev.node_stats.size(), 4u);
+  EXPECT_EQ(dev.node_stats[0].node_name, "x");  // fed
+  const auto nodes = ran_nodes(dev);
+  EXPECT_EQ(nodes[0].node_name, "a");
+  EXPECT_EQ(nodes[0].timeline_label, "a = TestAddOne(x)");
+  EXPECT_EQ(nodes[2].timeline_label, "c = TestAdd(a, b)");
+  for (const auto& ns : nodes) {
     EXPECT_GT(ns.all_start_ns, 0);
     EXPECT_LE(ns.op_start_rel_ns, ns.op_end_rel_ns);
     EXPECT_LE(ns.op_end_rel_ns, ns.all_end_rel_ns);
@@ -258,9 +294,9 @@ TEST(Executor, FullTraceRecordsEveryNodeWithOutputsAndMemory) {
     EXPECT_EQ(ns.memory[0].allocation_records.front().alloc_bytes, 32);
   }
   // a and b are freed after c ran (their records end with a free); c is fetched, still live.
-  EXPECT_EQ(dev.node_stats[0].memory[0].allocation_records.size(), 2u);
-  EXPECT_EQ(dev.node_stats[0].memory[0].allocation_records.back().alloc_bytes, -32);
-  EXPECT_EQ(dev.node_stats[2].memory[0].live_bytes, 32);
+  EXPECT_EQ(nodes[0].memory[0].allocation_records.size(), 2u);
+  EXPECT_EQ(nodes[0].memory[0].allocation_records.back().alloc_bytes, -32);
+  EXPECT_EQ(nodes[2].memory[0].live_bytes, 32);
   ASSERT_EQ(md.partition_graphs.size(), 1u);
   EXPECT_EQ(md.partition_graphs[0].node_names.size(), 3u);
 
@@ -282,7 +318,7 @@ TEST(Executor, FullTraceTimestampsFollowTheDataflow) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
-  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
   ASSERT_EQ(nodes.size(), 20u);
   EXPECT_EQ(nodes[0].scheduled_ns, md.step_stats.base_ns);
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -328,7 +364,7 @@ TEST(Executor, FullTraceMemoryFigures) {
   Tensor feed(DType::kFloat32, Shape{8});
   const int64_t in_use_before = cpu_allocator()->bytes_in_use();
   sess.run({{x, feed}}, {a}, {}, opts, &md);
-  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
   ASSERT_EQ(nodes.size(), 2u);
   const NodeExecStats& tn = nodes[0];
   ASSERT_EQ(tn.node_name, "t");
@@ -397,7 +433,9 @@ TEST(Executor, FullTraceMemoryPerAllocator) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   sess.run({{x, Tensor(DType::kFloat32, Shape{3})}}, {t}, {}, opts, &md);
-  const auto& ns = md.step_stats.dev_stats.at(0).node_stats.at(0);
+  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+  ASSERT_EQ(nodes.size(), 1u);
+  const auto& ns = nodes[0];
   ASSERT_EQ(ns.memory.size(), 2u);
   const AllocatorMemoryUsed& p = ns.memory[0].allocator_name == "test_pool" ? ns.memory[0] : ns.memory[1];
   const AllocatorMemoryUsed& c = ns.memory[0].allocator_name == "test_pool" ? ns.memory[1] : ns.memory[0];
@@ -432,8 +470,12 @@ TEST(Executor, StepStatsCopiesAndMovesKeepTheirViewsValid) {
     sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {b}, {}, opts, &md);
   }
   StepStats copy = md.step_stats;
-  const auto& orig_nodes = md.step_stats.dev_stats[0].node_stats;
-  const auto& copy_nodes = copy.dev_stats[0].node_stats;
+  ASSERT_EQ(copy.dev_stats[0].node_stats.size(), 3u);
+  // The fed x's output too.
+  EXPECT_NE(copy.dev_stats[0].node_stats[0].output.data(), md.step_stats.dev_stats[0].node_stats[0].output.data());
+  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
+  const auto orig_nodes = ran_nodes(md.step_stats.dev_stats[0]);
+  const auto copy_nodes = ran_nodes(copy.dev_stats[0]);
   ASSERT_EQ(copy_nodes.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_NE(copy_nodes[i].output.data(), orig_nodes[i].output.data());
@@ -451,18 +493,19 @@ TEST(Executor, StepStatsCopiesAndMovesKeepTheirViewsValid) {
   // The copy stands alone: destroying the original leaves it intact (ASan checks this).
   const void* copy_outputs = copy_nodes[0].output.data();
   md.clear();
-  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output.data(), copy_outputs);
-  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output[0].slot, 0);
+  EXPECT_EQ(copy.dev_stats[0].node_stats[1].output.data(), copy_outputs);
+  EXPECT_EQ(copy.dev_stats[0].node_stats[1].output[0].slot, 0);
 
   StepStats assigned;
   assigned = copy;
-  EXPECT_EQ(assigned.dev_stats[0].node_stats[1].memory[0].allocation_records[0].alloc_bytes, 8);
-  EXPECT_NE(assigned.dev_stats[0].node_stats[1].memory.data(), copy.dev_stats[0].node_stats[1].memory.data());
+  EXPECT_EQ(assigned.dev_stats[0].node_stats[2].memory[0].allocation_records[0].alloc_bytes, 8);
+  EXPECT_NE(assigned.dev_stats[0].node_stats[2].memory.data(), copy.dev_stats[0].node_stats[2].memory.data());
+  EXPECT_EQ(assigned.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
 
-  const void* memory = copy.dev_stats[0].node_stats[1].memory.data();
+  const void* memory = copy.dev_stats[0].node_stats[2].memory.data();
   StepStats moved = std::move(copy);
-  EXPECT_EQ(moved.dev_stats[0].node_stats[1].memory.data(), memory);
-  EXPECT_EQ(moved.dev_stats[0].node_stats[1].memory[0].live_bytes, 8);
+  EXPECT_EQ(moved.dev_stats[0].node_stats[2].memory.data(), memory);
+  EXPECT_EQ(moved.dev_stats[0].node_stats[2].memory[0].live_bytes, 8);
 }
 
 // A RunMetadata per step (as hooks do): the arrays of the one that went away are reused by the
@@ -480,7 +523,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
   for (int step = 0; step < 4; ++step) {
     auto md = std::make_unique<RunMetadata>();
     sess.run({{x, Tensor(DType::kFloat32, Shape{3})}}, {y}, {}, opts, md.get());
-    const auto& nodes = md->step_stats.dev_stats.at(0).node_stats;
+    const auto nodes = ran_nodes(md->step_stats.dev_stats.at(0));
     ASSERT_EQ(nodes.size(), 800u);
     for (const auto& ns : nodes) {
       ASSERT_EQ(ns.output.size(), 1u);
@@ -492,7 +535,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
     if (step == 0) first = md->step_stats;
     if (step == 2) md->clear();  // by move-assignment: gives the arrays away too
   }
-  const auto& kept = first.dev_stats.at(0).node_stats;
+  const auto kept = ran_nodes(first.dev_stats.at(0));
   ASSERT_EQ(kept.size(), 800u);
   EXPECT_EQ(kept[10].output[0].tensor_description.shape, (Shape{3}));
   EXPECT_EQ(kept[10].memory[0].allocation_records.size(), 2u);
@@ -551,7 +594,8 @@ TEST(Executor, FullTraceOnSeveralThreads) {
   for (int rep = 0; rep < 20; ++rep) {
     RunMetadata md;
     sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
-    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    EXPECT_EQ(md.step_stats.dev_stats.at(0).node_stats.at(0).all_start_ns, md.step_stats.base_ns);  // fed x
+    const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
     ASSERT_EQ(nodes.size(), 30u);
     std::set<std::string_view> names;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -588,9 +632,12 @@ TEST(Executor, ConcurrentTracedRuns) {
         RunMetadata md;
         sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
         if (t % 2 != 0) continue;
-        const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
-        if (nodes.size() != 24u) wrong++;
-        for (const auto& ns : nodes) {
+        const auto& all = md.step_stats.dev_stats.at(0).node_stats;
+        if (all.size() != 25u || all[0].node_name != "x") {
+          wrong++;
+          continue;
+        }
+        for (const auto& ns : std::span(all).subspan(1)) {
           if (ns.memory.size() != 1 || ns.memory[0].allocation_records.front().alloc_bytes != 16) wrong++;
           if (ns.memory[0].total_bytes != 16) wrong++;
         }
@@ -614,7 +661,7 @@ TEST(Executor, FullTraceOfAFailingStep) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   EXPECT_THROW(sess.run({{x, Tensor::from_vector<float>({-5, 1})}}, {after}, {}, opts, &md), InvalidArgumentError);
-  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
   ASSERT_EQ(nodes.size(), 2u);  // `after` never ran
   EXPECT_EQ(nodes[0].node_name, "a");
   EXPECT_EQ(nodes[0].output.size(), 1u);
@@ -627,7 +674,209 @@ TEST(Executor, FullTraceOfAFailingStep) {
   // The session is still fine, and so is the next traced step.
   auto ok = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {after}, {}, opts, &md);
   EXPECT_EQ(ok[0].to_vector<float>(), (std::vector<float>{3, 4}));
-  EXPECT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 3u);
+  EXPECT_EQ(ran_nodes(md.step_stats.dev_stats.at(0)).size(), 3u);
+}
+
+// A traced step records each fed node as TensorFlow records its feeds (_Arg/_Recv nodes): the
+// fed tensors as its outputs, at the step's start, lasting nothing, allocating nothing.
+TEST(Executor, FullTraceRecordsTheFeeds) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{-1, 4});
+  auto ids = placeholder(s.with_op_name("ids"), DType::kInt64, Shape{-1});
+  auto a = add_one(s.with_op_name("a"), x);
+  Session sess(g, {.inter_op_threads = 2});
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  opts.output_partition_graphs = true;
+  Tensor xs(DType::kFloat32, Shape{3, 4});
+  Tensor is(DType::kInt64, Shape{5});
+  for (float& v : xs.flat<float>()) v = 1;
+  RunMetadata md;
+  // ids is fed but nothing reads it: still fed, still recorded.
+  auto out = sess.run({{ids, is}, {x, xs}}, {a}, {}, opts, &md);
+  EXPECT_EQ(out[0].flat<float>()[11], 2.0f);
+  ASSERT_EQ(md.step_stats.dev_stats.size(), 1u);
+  const auto& nodes = md.step_stats.dev_stats[0].node_stats;
+  ASSERT_EQ(nodes.size(), 3u);
+  // Fed nodes first (by node id), then what ran.
+  EXPECT_EQ(nodes[0].node_name, "x");
+  EXPECT_EQ(nodes[1].node_name, "ids");
+  EXPECT_EQ(nodes[2].node_name, "a");
+  auto check_fed = [&](const NodeExecStats& ns, const Output& fed, const Tensor& value, std::string_view label) {
+    SCOPED_TRACE(std::string(ns.node_name));
+    EXPECT_EQ(ns.op_type, "Placeholder");
+    EXPECT_EQ(ns.node_id, fed.node->id());
+    EXPECT_EQ(ns.timeline_label, label);
+    EXPECT_EQ(ns.scheduled_ns, md.step_stats.base_ns);
+    EXPECT_EQ(ns.all_start_ns, md.step_stats.base_ns);
+    EXPECT_EQ(ns.op_start_rel_ns, 0);
+    EXPECT_EQ(ns.op_end_rel_ns, 0);
+    EXPECT_EQ(ns.all_end_rel_ns, 0);
+    EXPECT_EQ(ns.thread_id, current_thread_id());
+    EXPECT_TRUE(ns.memory.empty());
+    EXPECT_TRUE(ns.referenced_tensor.empty());
+    ASSERT_EQ(ns.output.size(), 1u);
+    const NodeOutput& o = ns.output[0];
+    EXPECT_EQ(o.slot, 0);
+    EXPECT_EQ(o.tensor_description.dtype, value.dtype());
+    EXPECT_EQ(o.tensor_description.shape, value.shape());
+    const AllocationDescription& ad = o.tensor_description.allocation_description;
+    EXPECT_EQ(ad.requested_bytes, value.bytes());
+    EXPECT_EQ(ad.allocated_bytes, value.buffer()->allocated_bytes());
+    EXPECT_EQ(ad.allocator_name, "cpu");
+    EXPECT_EQ(ad.allocation_id, value.buffer()->allocation_id());
+    EXPECT_EQ(ad.ptr, reinterpret_cast<uint64_t>(value.raw_data()));
+  };
+  check_fed(nodes[0], x, xs, "x = Placeholder()");
+  check_fed(nodes[1], ids, is, "ids = Placeholder()");
+  EXPECT_EQ(nodes[0].output[0].tensor_description.allocation_description.requested_bytes, 48);
+  EXPECT_EQ(nodes[1].output[0].tensor_description.allocation_description.requested_bytes, 40);
+  EXPECT_GE(nodes[2].all_start_ns, nodes[0].all_start_ns);
+  // Partition graphs list what the step executed, as before.
+  ASSERT_EQ(md.partition_graphs.size(), 1u);
+  EXPECT_EQ(md.partition_graphs[0].node_names, (std::vector<std::string_view>{"a"}));
+
+  // The same plan traced again records the new feeds' shapes.
+  sess.run({{ids, Tensor(DType::kInt64, Shape{2})}, {x, Tensor(DType::kFloat32, Shape{7, 4})}}, {a}, {}, opts, &md);
+  ASSERT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 3u);
+  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{7, 4}));
+  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[1].output[0].tensor_description.shape, (Shape{2}));
+
+  // Untraced, nothing is recorded, with the same plan.
+  RunMetadata untraced;
+  RunOptions partitions;
+  partitions.output_partition_graphs = true;
+  out = sess.run({{ids, is}, {x, xs}}, {a}, {}, partitions, &untraced);
+  EXPECT_EQ(out[0].flat<float>()[0], 2.0f);
+  EXPECT_TRUE(untraced.step_stats.empty());
+  EXPECT_EQ(untraced.partition_graphs.at(0).node_names, (std::vector<std::string_view>{"a"}));
+  EXPECT_EQ(sess.run({{ids, is}, {x, xs}}, {a}, {}, {}, nullptr)[0].flat<float>()[5], 2.0f);
+}
+
+// A fed intermediate: its producers are pruned, it does not run, and it is recorded once, as a
+// fed node (its label names no inputs: it read none).
+TEST(Executor, FullTraceOfAFedIntermediate) {
+  Graph g;
+  Scope s(g);
+  auto c = constant(s.with_op_name("c"), Tensor::from_vector<float>({1, 2}));
+  auto a = add_one(s.with_op_name("a"), c);
+  auto b = add_one(s.with_op_name("b"), a);
+  Session sess(g);
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  g_runs = 0;
+  auto out = sess.run({{a, Tensor::from_vector<float>({10, 20})}}, {b}, {}, opts, &md);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{11, 21}));
+  EXPECT_EQ(g_runs.load(), 1);  // b only
+  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[0].node_name, "a");
+  EXPECT_EQ(nodes[0].op_type, "TestAddOne");
+  EXPECT_EQ(nodes[0].timeline_label, "a = TestAddOne()");
+  EXPECT_EQ(nodes[0].all_end_rel_ns, 0);
+  EXPECT_TRUE(nodes[0].memory.empty());
+  ASSERT_EQ(nodes[0].output.size(), 1u);
+  EXPECT_EQ(nodes[0].output[0].tensor_description.shape, (Shape{2}));
+  EXPECT_EQ(nodes[1].node_name, "b");
+  EXPECT_EQ(nodes[1].output[0].tensor_description.shape, (Shape{2}));
+  // Fetching the fed tensor itself: nothing runs, the feed is still recorded.
+  out = sess.run({{a, Tensor::from_vector<float>({5, 6})}}, {a}, {}, opts, &md);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{5, 6}));
+  ASSERT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].node_name, "a");
+}
+
+// Feeds of outputs other than 0: one entry for the node, each fed output with its slot. A node
+// one of whose outputs is fed but which runs for another is recorded once, as the node that ran.
+TEST(Executor, FullTraceOfFedOutputsOfAMultiOutputNode) {
+  Graph g;
+  Scope s(g);
+  auto c = constant(s.with_op_name("c"), Tensor::from_vector<float>({1, 2}));
+  Node* pair = s.with_op_name("pair").add_node(pair_op(), {c}, {}, CallSite::current());
+  auto u = add_one(s.with_op_name("u"), pair->output(0));
+  auto v = add_one(s.with_op_name("v"), pair->output(1));
+  Session sess(g, {.inter_op_threads = 1});
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+
+  {  // Output 1 fed, only v fetched: pair is pruned.
+    RunMetadata md;
+    g_runs = 0;
+    auto out = sess.run({{pair->output(1), Tensor::from_vector<float>({7, 8})}}, {v}, {}, opts, &md);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{8, 9}));
+    EXPECT_EQ(g_runs.load(), 1);  // v only
+    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    ASSERT_EQ(nodes.size(), 2u);
+    EXPECT_EQ(nodes[0].node_name, "pair");
+    EXPECT_EQ(nodes[0].node_id, pair->id());
+    ASSERT_EQ(nodes[0].output.size(), 1u);
+    EXPECT_EQ(nodes[0].output[0].slot, 1);
+    EXPECT_EQ(nodes[0].output[0].tensor_description.shape, (Shape{2}));
+    EXPECT_EQ(nodes[0].output[0].tensor_description.allocation_description.requested_bytes, 8);
+    EXPECT_EQ(nodes[1].node_name, "v");
+  }
+  {  // Both outputs fed (in reverse order): one entry, outputs in slot order.
+    RunMetadata md;
+    const Tensor one = Tensor::from_vector<float>({7, 8}), zero = Tensor::from_vector<float>({3, 4});
+    auto out = sess.run({{pair->output(1), one}, {pair->output(0), zero}}, {u, v}, {}, opts, &md);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{4, 5}));
+    EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{8, 9}));
+    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    ASSERT_EQ(nodes.size(), 3u);
+    EXPECT_EQ(nodes[0].node_name, "pair");
+    ASSERT_EQ(nodes[0].output.size(), 2u);
+    EXPECT_EQ(nodes[0].output[0].slot, 0);
+    EXPECT_EQ(nodes[0].output[0].tensor_description.allocation_description.ptr,
+              reinterpret_cast<uint64_t>(zero.raw_data()));
+    EXPECT_EQ(nodes[0].output[1].slot, 1);
+    EXPECT_EQ(nodes[0].output[1].tensor_description.allocation_description.ptr,
+              reinterpret_cast<uint64_t>(one.raw_data()));
+  }
+  {  // Output 1 fed, u fetched: pair runs for output 0 and is recorded once, as it ran.
+    RunMetadata md;
+    g_runs = 0;
+    const Tensor fed = Tensor::from_vector<float>({7, 8});
+    auto out = sess.run({{pair->output(1), fed}}, {u, v}, {}, opts, &md);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{3, 4}));
+    EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{8, 9}));
+    EXPECT_EQ(g_runs.load(), 3);  // pair, u, v
+    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    ASSERT_EQ(nodes.size(), 4u);  // c, pair, u, v
+    int pairs = 0;
+    for (const auto& ns : nodes) {
+      if (ns.node_name != "pair") continue;
+      ++pairs;
+      EXPECT_FALSE(ns.memory.empty());  // it ran
+      ASSERT_EQ(ns.output.size(), 2u);
+      EXPECT_NE(ns.output[1].tensor_description.allocation_description.ptr,  // what it computed
+                reinterpret_cast<uint64_t>(fed.raw_data()));
+    }
+    EXPECT_EQ(pairs, 1);
+  }
+}
+
+// Fed nodes on a device no executed node is on get that device's entry in the step.
+TEST(Executor, FullTraceOfAFeedOnAnotherDevice) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_device("/cpu:1").with_op_name("x"), DType::kFloat32, Shape{2});
+  auto a = add_one(s.with_device("/cpu:0").with_op_name("a"), x);
+  Session sess(g);
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  opts.output_partition_graphs = true;
+  RunMetadata md;
+  sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {a}, {}, opts, &md);
+  ASSERT_EQ(md.step_stats.dev_stats.size(), 2u);
+  EXPECT_EQ(md.step_stats.dev_stats[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(md.step_stats.dev_stats[1].device, "/job:localhost/replica:0/task:0/device:CPU:1");
+  ASSERT_EQ(md.step_stats.dev_stats[1].node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats[1].node_stats[0].node_name, "x");
+  ASSERT_EQ(md.step_stats.dev_stats[0].node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].node_name, "a");
+  ASSERT_EQ(md.partition_graphs.size(), 1u);  // what ran
 }
 
 TEST(Executor, PlacedOnSeveralCpuDevices) {

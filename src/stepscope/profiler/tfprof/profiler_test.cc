@@ -349,6 +349,37 @@ TEST_F(ProfilerTest, OtherOutputs) {
   EXPECT_FALSE(fs::exists("/tmp/x.pb.gz"));
 }
 
+// A batch dimension left unknown in the graph ([-1, 8]) is known in the step: the step records
+// the fed tensor as the placeholder's output, so input_shapes and float_ops use the fed shape.
+TEST(Profiler, FedShapesGiveInputShapesAndFloatOps) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
+  Output w = constant(root.with_op_name("w"), Tensor(DType::kFloat32, Shape{8, 16}));
+  Output mm = matmul(root.with_op_name("mm"), x, w);
+  Session session(g);
+  RunOptions options;
+  options.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  session.run({{x, Tensor(DType::kFloat32, Shape{32, 8})}}, {mm}, {}, options, &md);
+  Profiler p(g);
+  p.add_step(1, md);
+  auto o = quiet(ProfileOptionBuilder().select({"float_ops", "input_shapes", "output_bytes"}).build());
+  GraphProfile scope = p.profile_name_scope(o);
+  const GraphNodeProto *matmul = nullptr, *fed = nullptr;
+  for (const auto& c : scope.root.children) {
+    if (c.name == "mm") matmul = &c;
+    if (c.name == "x") fed = &c;
+  }
+  ASSERT_NE(matmul, nullptr) << scope.text;
+  EXPECT_EQ(matmul->input_shapes.at(0), (std::vector<int64_t>{32, 8}));
+  EXPECT_EQ(matmul->input_shapes.at(1), (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(matmul->float_ops, 2 * 32 * 8 * 16);
+  ASSERT_NE(fed, nullptr) << scope.text;
+  EXPECT_GE(fed->output_bytes, 32 * 8 * 4);
+  EXPECT_NE(scope.text.find("0:32x8|1:8x16"), std::string::npos) << scope.text;
+}
+
 TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
   Graph g;
   Profiler p(g);
