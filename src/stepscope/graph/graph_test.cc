@@ -106,8 +106,8 @@ TEST(Graph, TimelineLabelListsInputs) {
 TEST(OpRegistry, UnknownOpIsNotFoundAndDuplicatesAreRejected) {
   EXPECT_THROW(op_def("NoSuchOp"), NotFoundError);
   OpRegistry r;
-  r.add({.name = "X"});
-  EXPECT_THROW(r.add({.name = "X"}), InternalError);
+  r.add({.name = "X", .doc = "test"});
+  EXPECT_THROW(r.add({.name = "X", .doc = "test"}), InternalError);
   EXPECT_NE(op_registry().find("Placeholder"), nullptr);
 }
 
