@@ -111,6 +111,7 @@ TEST(Executor, FullTraceMemoryFigures) {
             Tensor& y = c.allocate_output(0, DType::kFloat32, c.input(0).shape());
             y.flat<float>()[0] = c.input(0).flat<float>()[0];
           },
+      .doc = "a test op",
   };
   Graph g;
   Scope s(g);
@@ -183,6 +184,7 @@ TEST(Executor, FullTraceMemoryPerAllocator) {
             Tensor b(DType::kFloat64, Shape{2}, &pool);
             c.set_output(0, Tensor(DType::kFloat32, c.input(0).shape(), c.allocator()));
           },
+      .doc = "a test op",
   };
   Graph g;
   Scope s(g);
