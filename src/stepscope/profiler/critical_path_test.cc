@@ -393,7 +393,10 @@ TEST(CriticalPath, RealTracedTrainingStep) {
   sess.run({{x, xs}, {labels, ys}}, {loss}, {train}, opts, &md);
 
   CriticalPath p = critical_path(g, md.step_stats);
-  ASSERT_GE(p.ops.size(), 3u) << p.to_text();
+  // How long the path is depends on the schedule: usually the forward and backward chain, but a
+  // root that a busy machine ran last (the global step's increment constant) can be all that
+  // stood between the step's start and its last op.
+  ASSERT_GE(p.ops.size(), 2u) << p.to_text();
   expect_shares_sum_to_one(p);
   EXPECT_GT(p.parallelism, 0);
   EXPECT_GT(p.num_ops, static_cast<int>(p.ops.size()));
