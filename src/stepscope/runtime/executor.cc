@@ -45,11 +45,13 @@ struct StepBuffers {
   std::unique_ptr<NodeRecord[]> records;        // per plan item
   std::vector<int32_t> order, cursor;           // scratch of the post-step pass
   std::vector<const AllocationEvent*> sources;  // the event of each allocation record, when needed
+  std::unique_ptr<int[]> deferred;              // per plan item at most: see RunState::deferred
 
   StepBuffers(size_t num_items, size_t num_slots)
       : pending(new std::atomic<int32_t>[num_items]),
         refs(new std::atomic<int32_t>[num_slots]),
-        slots(new Tensor[num_slots]) {}
+        slots(new Tensor[num_slots]),
+        deferred(new int[num_items]) {}
 };
 
 struct Executor::Plan {
@@ -409,6 +411,10 @@ struct Executor::RunState {
   bool done = false;
   std::exception_ptr error;
   std::vector<int> overflow;  // ready nodes when there is no pool (single-threaded only)
+  // While the caller runs the roots it runs first (run()), the nodes they make ready wait here,
+  // so that no root waits behind a chain another root started; null afterwards.
+  int* deferred = nullptr;
+  int num_deferred = 0;
   int64_t step_id = 0;
   int64_t deadline_ns = 0;
   // Tracing (null unless traced).
@@ -601,6 +607,11 @@ void Executor::process(RunState* s, int first) const {
     for (int e = item.succ_begin; e < item.succ_end; ++e) {
       const int succ = plan.successors[e];
       if (!count_down(s->pending[succ], threaded)) continue;
+      if (s->deferred) {
+        if (rec) s->records[succ].scheduled = end;
+        s->deferred[s->num_deferred++] = succ;
+        continue;
+      }
       const bool expensive = plan.items[succ].expensive;
       if (pool_ && ((expensive && kept_expensive) || num_ready == kLocalReady)) {
         if (rec) s->records[succ].scheduled = end;
@@ -709,25 +720,33 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     // Variable reads run first, here, before anything else is scheduled: every read of a step
     // sees the value the variable had when the step started, never an update made later in the
     // same step (so global_step/read, fetched beside the train op, is the pre-increment step).
-    // Cheap roots follow them on this thread (see build_plan).
+    // Cheap roots follow them on this thread (see build_plan). Only this thread runs until they
+    // are all done: what they make ready waits in s.deferred.
     const auto& roots = plan->roots;
     const size_t first_other = plan->num_inline_roots;
+    s.deferred = buf->deferred.get();
     for (size_t i = 0; i < first_other; ++i) {
       if (s.trace) s.records[roots[i]].scheduled = start.ticks;
       process(&s, roots[i]);
     }
-    // Other roots: the caller takes the first, the pool the rest.
-    if (first_other < roots.size()) {
-      for (size_t i = first_other + 1; i < roots.size(); ++i) {
-        if (s.trace) s.records[roots[i]].scheduled = start.ticks;
-        if (pool_)
-          pool_->schedule({&Executor::process_task, &s, roots[i]});
-        else
-          s.overflow.push_back(roots[i]);
-      }
-      if (s.trace) s.records[roots[first_other]].scheduled = start.ticks;
-      process(&s, roots[first_other]);
+    s.deferred = nullptr;
+    // Then the expensive roots and what the others made ready: the caller takes one (an
+    // expensive root first), the pool the rest.
+    int own = -1;
+    auto dispatch = [&](int index) {
+      if (own < 0)
+        own = index;
+      else if (pool_)
+        pool_->schedule({&Executor::process_task, &s, index});
+      else
+        s.overflow.push_back(index);
+    };
+    for (size_t i = first_other; i < roots.size(); ++i) {
+      if (s.trace) s.records[roots[i]].scheduled = start.ticks;
+      dispatch(roots[i]);
     }
+    for (int k = 0; k < s.num_deferred; ++k) dispatch(buf->deferred[k]);
+    if (own >= 0) process(&s, own);
     std::unique_lock<std::mutex> lock(s.mutex);
     s.done_cv.wait(lock, [&] { return s.done; });
   }
