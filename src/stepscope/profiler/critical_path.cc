@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "stepscope/graph/graph.h"
+#include "stepscope/profiler/json_out.h"
 #include "stepscope/runtime/step_stats.h"
 
 namespace stepscope {
@@ -280,36 +281,6 @@ void append(std::string& out, const char* format, auto... args) {
   if (n > 0) out.append(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          append(out, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 // Short device names in tables: ".../device:CPU:0" → "CPU:0".
 std::string_view short_device(std::string_view device) {
   const size_t slash = device.rfind('/');
@@ -395,11 +366,11 @@ std::string CriticalPath::to_json() const {
     const CriticalPathOp& op = ops[i];
     if (i) out += ',';
     out += "{\"name\":";
-    append_json_string(out, op.name);
+    json_out::append_string(out, op.name);
     out += ",\"op_type\":";
-    append_json_string(out, op.op_type);
+    json_out::append_string(out, op.op_type);
     out += ",\"device\":";
-    append_json_string(out, op.device);
+    json_out::append_string(out, op.device);
     append(out,
            ",\"node_id\":%d,\"thread_id\":%u,\"start_ns\":%" PRId64 ",\"duration_ns\":%" PRId64 ",\"wait_ns\":%" PRId64
            ",\"share\":%.6f,\"wait_share\":%.6f,\"via\":\"%s\"}",
@@ -411,7 +382,7 @@ std::string CriticalPath::to_json() const {
     const ThreadUtilisation& th = threads[i];
     if (i) out += ',';
     out += "{\"device\":";
-    append_json_string(out, th.device);
+    json_out::append_string(out, th.device);
     append(out, ",\"thread_id\":%u,\"busy_ns\":%" PRId64 ",\"ops\":%d,\"utilisation\":%.6f}", th.thread_id, th.busy_ns,
            th.ops, th.utilisation);
   }

@@ -211,6 +211,12 @@ inline void Sink::str_body(std::string_view s) {
   }
 }
 
+// Appends s as a JSON string literal (for the writers that build a std::string directly).
+inline void append_string(std::string& out, std::string_view s) {
+  Sink sink(out);
+  sink.str(s);
+}
+
 // Re-indents compact JSON (as the Sink writes it) the way Python's json.dumps(indent=4,
 // separators=(",", ": ")) lays it out, which is what TensorFlow's pretty timelines look like.
 void append_pretty(std::string& out, std::string_view compact, int indent = 4);

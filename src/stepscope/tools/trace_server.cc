@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "stepscope/base/error.h"
+#include "stepscope/profiler/json_out.h"
 
 namespace stepscope {
 
@@ -92,23 +93,6 @@ std::string human_bytes(int64_t bytes) {
   return buffer;
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
 // Fetches the file, opens ui.perfetto.dev and hands it the bytes once it answers PING with PONG
 // (Perfetto's documented postMessage protocol; its channel is not buffered).
 constexpr const char* kOpenInPerfettoScript = R"js(
@@ -131,6 +115,12 @@ async function openInPerfetto(path) {
   });
 }
 )js";
+
+std::string json_literal(std::string_view s) {
+  std::string out;
+  json_out::append_string(out, s);
+  return out;
+}
 
 }  // namespace
 
@@ -213,7 +203,7 @@ TraceServer::TraceServer(TraceServerOptions options) : impl_(std::make_unique<Im
     std::string json = "[";
     for (const TraceFile& f : list_trace_files(m.root)) {
       if (json.size() > 1) json += ",";
-      json += "{\"path\":" + json_string(f.path) + ",\"bytes\":" + std::to_string(f.bytes) +
+      json += "{\"path\":" + json_literal(f.path) + ",\"bytes\":" + std::to_string(f.bytes) +
               ",\"step\":" + std::to_string(f.step) + ",\"modified\":" + std::to_string(f.modified_unix_secs) + "}";
     }
     response.set_content(json + "]", "application/json");
