@@ -29,11 +29,9 @@ void append_dims(std::string& out, const std::vector<int64_t>& dims) {
   out += ']';
 }
 
-void append_graph_node(std::string& out, const GraphNodeProto& n) {
-  out += '{';
-  append_key(out, "name");
-  append_string(out, n.name);
-  append_int(out, "run_count", n.run_count);
+// The statistics GraphNodeProto and MultiGraphNodeProto share (the node's own, or its total).
+template <typename Node>
+void append_stats(std::string& out, const Node& n) {
   append_int(out, "exec_micros", n.exec_micros);
   append_int(out, "accelerator_exec_micros", n.accelerator_exec_micros);
   append_int(out, "cpu_exec_micros", n.cpu_exec_micros);
@@ -43,15 +41,9 @@ void append_graph_node(std::string& out, const GraphNodeProto& n) {
   append_int(out, "output_bytes", n.output_bytes);
   append_int(out, "parameters", n.parameters);
   append_int(out, "float_ops", n.float_ops);
-  append_key(out, "devices");
-  out += '[';
-  for (size_t i = 0; i < n.devices.size(); ++i) {
-    if (i) out += ',';
-    append_string(out, n.devices[i]);
-  }
-  out += ']';
-  append_int(out, "total_definition_count", n.total_definition_count);
-  append_int(out, "total_run_count", n.total_run_count);
+}
+template <typename Node>
+void append_total_stats(std::string& out, const Node& n) {
   append_int(out, "total_exec_micros", n.total_exec_micros);
   append_int(out, "total_accelerator_exec_micros", n.total_accelerator_exec_micros);
   append_int(out, "total_cpu_exec_micros", n.total_cpu_exec_micros);
@@ -61,13 +53,31 @@ void append_graph_node(std::string& out, const GraphNodeProto& n) {
   append_int(out, "total_output_bytes", n.total_output_bytes);
   append_int(out, "total_parameters", n.total_parameters);
   append_int(out, "total_float_ops", n.total_float_ops);
-  append_key(out, "shapes");
+}
+
+// "key":[item,item,...], each item written by append_item(out, item).
+template <typename Items, typename F>
+void append_list(std::string& out, std::string_view key, const Items& items, F&& append_item) {
+  append_key(out, key);
   out += '[';
-  for (size_t i = 0; i < n.shapes.size(); ++i) {
+  for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ',';
-    append_dims(out, n.shapes[i]);
+    append_item(out, items[i]);
   }
   out += ']';
+}
+
+void append_graph_node(std::string& out, const GraphNodeProto& n) {
+  out += '{';
+  append_key(out, "name");
+  append_string(out, n.name);
+  append_int(out, "run_count", n.run_count);
+  append_stats(out, n);
+  append_list(out, "devices", n.devices, [](std::string& o, const std::string& d) { append_string(o, d); });
+  append_int(out, "total_definition_count", n.total_definition_count);
+  append_int(out, "total_run_count", n.total_run_count);
+  append_total_stats(out, n);
+  append_list(out, "shapes", n.shapes, append_dims);
   append_key(out, "input_shapes");
   out += '{';
   for (const auto& [index, dims] : n.input_shapes) {
@@ -75,51 +85,19 @@ void append_graph_node(std::string& out, const GraphNodeProto& n) {
     append_dims(out, dims);
   }
   out += '}';
-  append_key(out, "children");
-  out += '[';
-  for (size_t i = 0; i < n.children.size(); ++i) {
-    if (i) out += ',';
-    append_graph_node(out, n.children[i]);
-  }
-  out += "]}";
+  append_list(out, "children", n.children, append_graph_node);
+  out += '}';
 }
 
 void append_multi_node(std::string& out, const MultiGraphNodeProto& n) {
   out += '{';
   append_key(out, "name");
   append_string(out, n.name);
-  append_int(out, "exec_micros", n.exec_micros);
-  append_int(out, "accelerator_exec_micros", n.accelerator_exec_micros);
-  append_int(out, "cpu_exec_micros", n.cpu_exec_micros);
-  append_int(out, "requested_bytes", n.requested_bytes);
-  append_int(out, "peak_bytes", n.peak_bytes);
-  append_int(out, "residual_bytes", n.residual_bytes);
-  append_int(out, "output_bytes", n.output_bytes);
-  append_int(out, "parameters", n.parameters);
-  append_int(out, "float_ops", n.float_ops);
-  append_int(out, "total_exec_micros", n.total_exec_micros);
-  append_int(out, "total_accelerator_exec_micros", n.total_accelerator_exec_micros);
-  append_int(out, "total_cpu_exec_micros", n.total_cpu_exec_micros);
-  append_int(out, "total_requested_bytes", n.total_requested_bytes);
-  append_int(out, "total_peak_bytes", n.total_peak_bytes);
-  append_int(out, "total_residual_bytes", n.total_residual_bytes);
-  append_int(out, "total_output_bytes", n.total_output_bytes);
-  append_int(out, "total_parameters", n.total_parameters);
-  append_int(out, "total_float_ops", n.total_float_ops);
-  append_key(out, "graph_nodes");
-  out += '[';
-  for (size_t i = 0; i < n.graph_nodes.size(); ++i) {
-    if (i) out += ',';
-    append_graph_node(out, n.graph_nodes[i]);
-  }
-  out += ']';
-  append_key(out, "children");
-  out += '[';
-  for (size_t i = 0; i < n.children.size(); ++i) {
-    if (i) out += ',';
-    append_multi_node(out, n.children[i]);
-  }
-  out += "]}";
+  append_stats(out, n);
+  append_total_stats(out, n);
+  append_list(out, "graph_nodes", n.graph_nodes, append_graph_node);
+  append_list(out, "children", n.children, append_multi_node);
+  out += '}';
 }
 
 }  // namespace
