@@ -1,0 +1,215 @@
+#include "stepscope/runtime/executor_plan.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "stepscope/base/error.h"
+#include "stepscope/graph/graph.h"
+#include "stepscope/graph/kernel_context.h"
+
+namespace stepscope {
+
+size_t Executor::KeyHash::operator()(const std::vector<int64_t>& key) const {
+  size_t h = 1469598103934665603ull;
+  for (int64_t v : key) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+  return h;
+}
+
+namespace {
+
+int64_t slot_key(const Output& o) { return static_cast<int64_t>(o.node->id()) << 16 | o.index; }
+
+bool is_ref_input(const Node& node, int i) { return i < 32 && (node.op().ref_inputs >> i & 1u); }
+
+// A node is cheap when its outputs are small and known: running it inline beats a thread hop.
+bool is_expensive(const Node& node) {
+  constexpr int64_t kCheapElements = 16384;
+  if (node.op().flops) {
+    std::vector<Shape> in, out;
+    for (const auto& i : node.inputs()) in.push_back(i.shape());
+    for (int i = 0; i < node.num_outputs(); ++i) out.push_back(node.output_shape(i));
+    for (const auto& s : in)
+      if (!s.fully_defined()) return true;
+    for (const auto& s : out)
+      if (!s.fully_defined()) return true;
+    return node.op().flops({node, in, out}) > 4 * kCheapElements;
+  }
+  for (int i = 0; i < node.num_outputs(); ++i) {
+    int64_t n = node.output_shape(i).num_elements();
+    if (n < 0 || n > kCheapElements) return true;
+  }
+  return false;
+}
+
+// The feeds' slots, grouped per node in output order (so a fed node's outputs are consecutive
+// slots, as a node's are), and the fed nodes that do not run, which traced steps record.
+// Feeds are traced with code marked cold (here, describe_fed_tensor, add_fed_nodes): kept out
+// of the budget GCC inlines with across this file, so that what it inlines into run_node (the
+// traced log's push_back) stays as it was.
+[[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed) {
+  plan.num_item_devices = plan.devices.size();
+  std::vector<int> by_output(feeds.size());
+  for (size_t i = 0; i < feeds.size(); ++i) by_output[i] = static_cast<int>(i);
+  std::sort(by_output.begin(), by_output.end(),
+            [&](int a, int b) { return slot_key(feeds[a].first) < slot_key(feeds[b].first); });
+  plan.feed_slots.resize(feeds.size());
+  for (size_t k = 0; k < by_output.size(); ++k) {
+    const Node* node = feeds[by_output[k]].first.node;
+    plan.feed_slots[by_output[k]] = plan.num_slots++;
+    // A node that runs anyway (another of its outputs is needed) is recorded when it runs.
+    if (needed[node->id()]) continue;
+    if (k > 0 && feeds[by_output[k - 1]].first.node == node) {
+      plan.fed_nodes.back().num_slots++;
+      continue;
+    }
+    auto dev = std::find(plan.devices.begin(), plan.devices.end(), node->device());
+    if (dev == plan.devices.end()) dev = plan.devices.insert(dev, node->device());
+    plan.fed_nodes.push_back({node, plan.num_slots - 1, 1, static_cast<int>(dev - plan.devices.begin())});
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
+                                                           const std::vector<Node*>& targets) const {
+  auto plan = std::make_shared<Plan>();
+  const int n = graph_.num_nodes();
+  std::unordered_map<int64_t, int> fed;  // slot_key -> feed index
+  for (size_t i = 0; i < feeds.size(); ++i) fed.emplace(slot_key(feeds[i].first), static_cast<int>(i));
+
+  // 1. Prune: walk back from fetches and targets, stopping at fed outputs.
+  std::vector<char> needed(n, 0);
+  std::vector<const Node*> stack;
+  auto want = [&](const Node* node) {
+    if (!needed[node->id()]) {
+      needed[node->id()] = 1;
+      stack.push_back(node);
+    }
+  };
+  for (const Output& f : fetches)
+    if (!fed.count(slot_key(f))) want(f.node);
+  for (Node* t : targets) want(t);
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    for (int i = 0; i < node->num_inputs(); ++i)
+      if (!is_ref_input(*node, i) && !fed.count(slot_key(node->input(i)))) want(node->input(i).node);
+    for (const Node* c : node->control_inputs()) want(c);
+  }
+
+  // 2. Node ids are topological (inputs exist before a node is added), so id order works.
+  std::vector<int> plan_index(n, -1);
+  for (int id = 0; id < n; ++id) {
+    if (!needed[id]) continue;
+    const Node* node = graph_.node(id);
+    if (node->op_type() == "Placeholder")
+      throw InvalidArgumentError(node_error_message(*node, "You must feed a value for placeholder tensor '" +
+                                                               node->name() + "' with dtype " +
+                                                               std::string(dtype_name(node->output_dtype(0))) +
+                                                               " and shape " + node->output_shape(0).to_string()));
+    if (!node->op().kernel) throw UnimplementedError(node_error_message(*node, "op has no CPU kernel"));
+    plan_index[id] = static_cast<int>(plan->items.size());
+    Plan::Item item{};
+    item.node = node;
+    item.node_id = node->id();
+    item.kernel = node->op().kernel;
+    item.num_inputs = node->num_inputs();
+    item.num_outputs = node->num_outputs();
+    item.output_base = plan->num_slots;
+    plan->num_slots += item.num_outputs;
+    item.expensive = is_expensive(*node);
+    auto dev = std::find(plan->devices.begin(), plan->devices.end(), node->device());
+    item.device = static_cast<int>(dev - plan->devices.begin());
+    if (dev == plan->devices.end()) plan->devices.push_back(node->device());
+    plan->items.push_back(item);
+  }
+  place_feeds(*plan, feeds, needed);
+  const int empty_slot = plan->num_slots++;  // what reference inputs read: never written
+  plan->initial_refs.assign(plan->num_slots, 0);
+  plan->dtypes.assign(plan->num_slots, DType::kFloat32);
+  for (const auto& item : plan->items)
+    for (int i = 0; i < item.num_outputs; ++i) plan->dtypes[item.output_base + i] = item.node->output_dtype(i);
+
+  auto slot_of = [&](const Output& o) {
+    auto it = fed.find(slot_key(o));
+    if (it != fed.end()) return plan->feed_slots[it->second];
+    return plan->items[plan_index[o.node->id()]].output_base + o.index;
+  };
+
+  // 3. Edges: input slots, successor lists (grouped per producer), pending counts.
+  std::vector<std::vector<int>> succ(plan->items.size());
+  for (size_t p = 0; p < plan->items.size(); ++p) {
+    Plan::Item& item = plan->items[p];
+    item.input_base = static_cast<int>(plan->input_slots.size());
+    for (int i = 0; i < item.num_inputs; ++i) {
+      const Output& in = item.node->input(i);
+      if (is_ref_input(*item.node, i)) {
+        plan->input_slots.push_back(empty_slot);
+        plan->initial_refs[empty_slot]++;
+        continue;
+      }
+      int slot = slot_of(in);
+      plan->input_slots.push_back(slot);
+      plan->initial_refs[slot]++;
+      if (!fed.count(slot_key(in))) {
+        succ[plan_index[in.node->id()]].push_back(static_cast<int>(p));
+        item.initial_pending++;
+      }
+    }
+    for (const Node* c : item.node->control_inputs()) {
+      succ[plan_index[c->id()]].push_back(static_cast<int>(p));
+      item.initial_pending++;
+    }
+  }
+  for (size_t p = 0; p < plan->items.size(); ++p) {
+    plan->items[p].succ_begin = static_cast<int>(plan->successors.size());
+    plan->successors.insert(plan->successors.end(), succ[p].begin(), succ[p].end());
+    plan->items[p].succ_end = static_cast<int>(plan->successors.size());
+    if (plan->items[p].initial_pending == 0) plan->roots.push_back(static_cast<int>(p));
+  }
+  // Variable reads first (see run()).
+  auto is_state_read = [&](int p) { return plan->items[p].node->op_type() == "VariableV2"; };
+  plan->num_state_roots = static_cast<size_t>(
+      std::stable_partition(plan->roots.begin(), plan->roots.end(), is_state_read) - plan->roots.begin());
+  // Then the cheap roots (constants, small outputs): the caller runs them too, before the rest.
+  // A thread hop costs more than they do, and a pool thread slow to wake would hold back their
+  // consumers (a Const started 40 us into a 60 us step showed up on its critical path).
+  auto is_cheap = [&](int p) { return !plan->items[p].expensive; };
+  const auto others = plan->roots.begin() + static_cast<std::ptrdiff_t>(plan->num_state_roots);
+  plan->num_inline_roots =
+      static_cast<size_t>(std::stable_partition(others, plan->roots.end(), is_cheap) - plan->roots.begin());
+  for (const Output& f : fetches) {
+    int slot = slot_of(f);
+    plan->fetch_slots.push_back(slot);
+    plan->initial_refs[slot]++;  // never released during the step: the fetch holds it
+  }
+  // Feeds are held by the run state until the end too (they are owned by the caller anyway).
+  for (int slot : plan->feed_slots) plan->initial_refs[slot]++;
+  return plan;
+}
+
+std::shared_ptr<const Executor::Plan> Executor::plan_for(const FeedList& feeds, const std::vector<Output>& fetches,
+                                                         const std::vector<Node*>& targets) {
+  std::vector<int64_t> key;
+  key.reserve(feeds.size() + fetches.size() + targets.size() + 2);
+  for (const auto& f : feeds) key.push_back(slot_key(f.first));
+  key.push_back(-1);
+  for (const auto& f : fetches) key.push_back(slot_key(f));
+  key.push_back(-2);
+  for (const Node* t : targets) key.push_back(t->id());
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  auto plan = build_plan(feeds, fetches, targets);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cache_.emplace(std::move(key), std::move(plan)).first->second;
+}
+
+int Executor::num_cached_plans() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return static_cast<int>(cache_.size());
+}
+
+}  // namespace stepscope

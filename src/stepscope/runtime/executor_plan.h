@@ -1,0 +1,132 @@
+// The executor's plan of one (feeds, fetches, targets) signature — a flat table built once and
+// cached — and the per-step buffers it keeps between steps. Internal to the runtime:
+// executor.cc runs steps over it, executor_plan.cc builds it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepscope/core/allocator.h"
+#include "stepscope/graph/node.h"
+#include "stepscope/graph/op_def.h"
+#include "stepscope/runtime/executor.h"
+#include "stepscope/runtime/step_stats.h"
+
+namespace stepscope {
+
+// What a traced step records for a node while it runs, in a slot of its own (no lock). Times
+// are in ticks (see StepClock); its outputs' descriptions go straight into the StepStats.
+struct NodeRecord {
+  int64_t start, end, scheduled;
+  int64_t bytes_in_use_at_end;  // of the kernel's allocator
+  uint32_t thread_id;
+  int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
+};
+
+// The per-step arrays of a plan. A finished step leaves them for the next step of the plan (all
+// slots empty again), so a step allocates nothing of its own in the steady state.
+struct StepBuffers {
+  std::unique_ptr<std::atomic<int32_t>[]> pending;  // per plan item
+  std::unique_ptr<std::atomic<int32_t>[]> refs;     // per slot
+  std::unique_ptr<Tensor[]> slots;
+  // Traced steps only (allocated by the first one).
+  std::unique_ptr<NodeRecord[]> records;        // per plan item
+  std::vector<int32_t> order, cursor;           // scratch of the post-step pass
+  std::vector<const AllocationEvent*> sources;  // the event of each allocation record, when needed
+  std::unique_ptr<int[]> deferred;              // per plan item at most: see RunState::deferred
+
+  StepBuffers(size_t num_items, size_t num_slots)
+      : pending(new std::atomic<int32_t>[num_items]),
+        refs(new std::atomic<int32_t>[num_slots]),
+        slots(new Tensor[num_slots]),
+        deferred(new int[num_items]) {}
+};
+
+struct Executor::Plan {
+  struct Item {
+    const Node* node;
+    int node_id;
+    KernelFn kernel;
+    int input_base;  // into input_slots
+    int num_inputs;
+    int output_base;  // into the run's slots
+    int num_outputs;
+    int succ_begin, succ_end;  // into successors
+    int initial_pending;
+    bool expensive;  // worth a hop to another thread
+    int device;      // index into devices
+  };
+  std::vector<Item> items;
+  std::vector<int> input_slots;   // slot read by each input edge
+  std::vector<int> successors;    // plan indices, one entry per edge (data or control)
+  std::vector<int> initial_refs;  // per slot: consumer edges + fetches holding it
+  std::vector<DType> dtypes;      // per slot: what the graph says (read here, not in the nodes)
+  std::vector<int> roots;
+  size_t num_state_roots = 0;        // the first roots are variable reads
+  size_t num_inline_roots = 0;       // those and the cheap roots after them: run by the caller
+  std::vector<int> feed_slots;       // per feed, in the order of the FeedList
+  std::vector<int> fetch_slots;      // per fetch
+  std::vector<std::string> devices;  // the items' first, then those only fed nodes are on
+  size_t num_item_devices = 0;
+  int num_slots = 0;
+  // The fed nodes that do not run in the step: traced steps record each one as a node whose
+  // outputs (the fed tensors) were there when the step started. Feeds take their slots grouped
+  // per node, in output order, so a fed node's outputs are consecutive slots as a node's are.
+  struct FedNode {
+    const Node* node;
+    int first_slot, num_slots, device;
+  };
+  std::vector<FedNode> fed_nodes;
+
+  // What traces and partition graphs need of each item, names interned, in one cache line
+  // (made on first use).
+  struct Names {
+    std::string_view name, op_type, timeline_label;
+    int32_t node_id, output_base, num_outputs, device;
+  };
+  static_assert(sizeof(Names) == 64);
+  const std::vector<Names>& names() const {
+    std::call_once(names_once_, [this] {
+      names_.reserve(items.size());
+      for (const Item& item : items)
+        names_.push_back({StepStats::intern(item.node->name()), StepStats::intern(item.node->op_type()),
+                          StepStats::intern(item.node->timeline_label()), item.node_id, item.output_base,
+                          item.num_outputs, item.device});
+      for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
+      // A fed node computed nothing in the step: its label names no inputs.
+      for (const FedNode& f : fed_nodes)
+        fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
+                              StepStats::intern(f.node->name() + " = " + std::string(f.node->op_type()) + "()"),
+                              f.node->id(), f.first_slot, f.num_slots, f.device});
+    });
+    return names_;
+  }
+  const std::vector<Names>& fed_names() const {
+    names();
+    return fed_names_;
+  }
+  const std::vector<std::string_view>& device_names() const {
+    names();
+    return device_names_;
+  }
+
+  // One step's buffers, kept between steps (a step running beside another makes its own).
+  StepBuffers* take_buffers() const {
+    StepBuffers* b = spare_.exchange(nullptr, std::memory_order_acquire);
+    return b ? b : new StepBuffers(items.size(), static_cast<size_t>(num_slots));
+  }
+  void give_back(StepBuffers* b) const { delete spare_.exchange(b, std::memory_order_acq_rel); }
+  ~Plan() { delete spare_.load(); }
+
+ private:
+  mutable std::once_flag names_once_;
+  mutable std::vector<Names> names_, fed_names_;
+  mutable std::vector<std::string_view> device_names_;
+  mutable std::atomic<StepBuffers*> spare_{nullptr};
+};
+
+}  // namespace stepscope
