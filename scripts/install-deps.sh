@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages stepscope builds and tests with, if any is missing.
 set -euo pipefail
+# clang-16 and its runtime: the sanitizer build, which is also the libFuzzer build (scripts/fuzz.sh).
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev)
+          zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
+          clang-16 libclang-rt-16-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
