@@ -10,7 +10,7 @@
 #include "stepscope/ops/kernels/proto_wire.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/profiler/timeline_test_util.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 
 namespace stepscope {
 namespace {

@@ -11,7 +11,7 @@
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 #include "stepscope/tools/trace_server.h"
 

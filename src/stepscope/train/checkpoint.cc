@@ -11,6 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "stepscope/base/file_io.h"
+
 namespace stepscope {
 
 namespace fs = std::filesystem;
@@ -76,7 +78,7 @@ std::string text_escape(const std::string& s) {
 
 class IndexParser {
  public:
-  IndexParser(std::string text, std::string path) : text_(std::move(text)), path_(std::move(path)) {}
+  IndexParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
 
   CheckpointState parse() {
     CheckpointState state;
@@ -134,14 +136,14 @@ class IndexParser {
     size_t start = pos_;
     while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
     if (pos_ == start) fail("expected a field name");
-    return text_.substr(start, pos_ - start);
+    return std::string(text_.substr(start, pos_ - start));
   }
   void number_value() {
     size_t start = pos_;
     while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
                                    text_[pos_] == '-' || text_[pos_] == '+'))
       ++pos_;
-    std::string token = text_.substr(start, pos_ - start);
+    std::string token(text_.substr(start, pos_ - start));
     char* end = nullptr;
     errno = 0;
     std::strtod(token.c_str(), &end);
@@ -229,8 +231,8 @@ class IndexParser {
     return out;
   }
 
-  std::string text_;
-  std::string path_;
+  std::string_view text_;
+  const std::string& path_;
   size_t pos_ = 0;
 };
 
@@ -272,22 +274,28 @@ SafetensorsFile load_checkpoint(const std::string& prefix) {
   }
 }
 
+CheckpointState parse_checkpoint_state(std::string_view text, const std::string& source) {
+  return IndexParser(text, source).parse();
+}
+
 std::optional<CheckpointState> get_checkpoint_state(const std::string& dir) {
   const std::string path = index_path(dir);
   std::error_code ec;
   auto status = fs::status(path, ec);
   if (!fs::exists(status)) return std::nullopt;
   if (!fs::is_regular_file(status)) throw DataLossError("corrupt checkpoint index '" + path + "': not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    if (err == EACCES || err == EPERM)
-      throw PermissionDeniedError("cannot read checkpoint index '" + path + "': " + std::strerror(err));
-    throw UnknownError("cannot read checkpoint index '" + path + "': " + std::strerror(err));
+  // The size first: a hostile or broken index is refused before it is read.
+  if (const uintmax_t size = fs::file_size(path, ec); !ec && size > kMaxCheckpointIndexBytes)
+    throw DataLossError("corrupt checkpoint index '" + path + "': " + std::to_string(size) +
+                        " bytes, more than the limit of " + std::to_string(kMaxCheckpointIndexBytes) +
+                        " (an index lists file names; delete or rewrite it)");
+  std::string text;
+  try {
+    text = read_file(path, 0, Gunzip::kNever);
+  } catch (const Error& e) {
+    throw_error(e.code(), std::string("cannot read checkpoint index: ") + e.what());
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  CheckpointState state = IndexParser(buffer.str(), path).parse();
+  CheckpointState state = parse_checkpoint_state(text, path);
   auto join = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (fs::path(dir) / p).string(); };
   state.model_checkpoint_path = join(state.model_checkpoint_path);
   for (auto& p : state.all_model_checkpoint_paths) p = join(p);
@@ -300,7 +308,7 @@ void update_checkpoint_state(const std::string& dir, const CheckpointState& stat
   if (all.empty() || all.back() != state.model_checkpoint_path) all.push_back(state.model_checkpoint_path);
   std::string text = "model_checkpoint_path: \"" + text_escape(relative_to(state.model_checkpoint_path, dir)) + "\"\n";
   for (const auto& p : all) text += "all_model_checkpoint_paths: \"" + text_escape(relative_to(p, dir)) + "\"\n";
-  write_file_atomically(index_path(dir), {text});
+  write_file_atomically(index_path(dir), text, /*gzip=*/false, /*sync=*/true);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepscope/runtime/session.h"
@@ -84,9 +85,15 @@ struct CheckpointState {
   std::vector<std::string> all_model_checkpoint_paths;
 };
 
+// The index file's limit: it lists file names, so 16 MiB is far beyond any real one.
+inline constexpr uint64_t kMaxCheckpointIndexBytes = uint64_t{16} << 20;
+
 // Reads `<dir>/checkpoint`: nullopt when there is none; DataLossError naming it when it cannot
-// be parsed or names no model_checkpoint_path.
+// be parsed, names no model_checkpoint_path or is larger than kMaxCheckpointIndexBytes.
 std::optional<CheckpointState> get_checkpoint_state(const std::string& dir);
+// The index's text format in memory, paths as written (get_checkpoint_state joins them with the
+// directory); `source` names the text in errors. DataLossError as get_checkpoint_state.
+CheckpointState parse_checkpoint_state(std::string_view text, const std::string& source);
 // Writes `<dir>/checkpoint` atomically; paths inside `dir` are stored relative to it.
 void update_checkpoint_state(const std::string& dir, const CheckpointState& state);
 // The prefix of the newest checkpoint in `dir`, nullopt when there is none or its file is gone

@@ -186,7 +186,7 @@ TEST(DatasetCsv, MalformedRowsNameFileLineAndColumn) {
 
 TEST(DatasetCsv, MissingFileIsNotFound) {
   const std::string path = (temp_dir() / "missing.csv").string();
-  EXPECT_EQ(error_of<NotFoundError>([&] { Dataset::csv(path); }), path + ": No such file or directory");
+  EXPECT_EQ(error_of<NotFoundError>([&] { Dataset::csv(path); }), "cannot read '" + path + "': No such file or directory");
 }
 
 TEST(DatasetCsv, CorruptOrTruncatedGzipIsDataLoss) {

@@ -55,10 +55,4 @@ SafetensorsFile load_safetensors(const std::string& path);
 std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
 
-// Replaces `path` atomically with the concatenation of `pieces`: writes `<path>.tmp-<pid>-<n>` in
-// the same directory, fsyncs it, renames it over `path` and fsyncs the directory. On any failure
-// the temporary file is removed and `path` is left as it was. Errors name the path (and the
-// directory when that is what is missing or read-only).
-void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces);
-
 }  // namespace stepscope

@@ -1,4 +1,4 @@
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -16,10 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TraceFileTest : public ::testing::Test {
+class FileIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepscope_trace_file_" + std::to_string(::getpid()) + "_" +
+    dir_ = fs::temp_directory_path() / ("stepscope_file_io_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
@@ -48,7 +48,7 @@ std::string sample(size_t n) {
   return s;
 }
 
-TEST_F(TraceFileTest, PlainRoundTripAndNoTemporaryLeft) {
+TEST_F(FileIoTest, PlainRoundTripAndNoTemporaryLeft) {
   const std::string text = sample(100'000);
   write_file_atomically(dir_ / "t.json", text);
   EXPECT_EQ(read_file(dir_ / "t.json"), text);
@@ -58,7 +58,7 @@ TEST_F(TraceFileTest, PlainRoundTripAndNoTemporaryLeft) {
   EXPECT_EQ(entries(), std::vector<std::string>{"t.json"});
 }
 
-TEST_F(TraceFileTest, GzipIsOneMember) {
+TEST_F(FileIoTest, GzipIsOneMember) {
   const std::string text = sample(3'000'000);  // several deflate output chunks
   write_file_atomically(dir_ / "t.json.gz", text, /*gzip=*/true);
   const std::string bytes = raw(dir_ / "t.json.gz");
@@ -81,7 +81,7 @@ TEST_F(TraceFileTest, GzipIsOneMember) {
   EXPECT_EQ(read_file(dir_ / "t.json.gz"), text);
 }
 
-TEST_F(TraceFileTest, ReadsMultiMemberGzip) {
+TEST_F(FileIoTest, ReadsMultiMemberGzip) {
   std::string two;
   gzip_append(two, "abc");
   gzip_append(two, "def");
@@ -89,7 +89,7 @@ TEST_F(TraceFileTest, ReadsMultiMemberGzip) {
   EXPECT_EQ(read_file(dir_ / "x.gz"), "abcdef");
 }
 
-TEST_F(TraceFileTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
+TEST_F(FileIoTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
   std::string gz;
   gzip_append(gz, sample(10'000));
   write_file_atomically(dir_ / "trunc.json.gz", gz.substr(0, gz.size() / 2));
@@ -103,7 +103,7 @@ TEST_F(TraceFileTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
   EXPECT_THROW(read_file(dir_ / "bad.json.gz"), DataLossError);
 }
 
-TEST_F(TraceFileTest, MissingDirectoryErrorNamesThePath) {
+TEST_F(FileIoTest, MissingDirectoryErrorNamesThePath) {
   const fs::path path = dir_ / "no" / "such" / "dir" / "timeline-1.json";
   try {
     write_file_atomically(path, "x");
@@ -127,7 +127,7 @@ TEST_F(TraceFileTest, MissingDirectoryErrorNamesThePath) {
   }
 }
 
-TEST_F(TraceFileTest, ReadOnlyDirectoryErrorNamesThePath) {
+TEST_F(FileIoTest, ReadOnlyDirectoryErrorNamesThePath) {
   fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
   // Root writes into read-only directories: run the write as "nobody" (the directory is root's).
   const uid_t user = ::geteuid();
@@ -146,7 +146,7 @@ TEST_F(TraceFileTest, ReadOnlyDirectoryErrorNamesThePath) {
 
 // A write that fails half-way (here: the file size limit, which binds root too) leaves the
 // file that was there as it was, and no temporary behind.
-TEST_F(TraceFileTest, FailedWriteLeavesTheExistingFileUntouched) {
+TEST_F(FileIoTest, FailedWriteLeavesTheExistingFileUntouched) {
   const fs::path path = dir_ / "timeline-7.json";
   write_file_atomically(path, "the previous trace");
   struct rlimit old_limit;
@@ -174,7 +174,7 @@ TEST_F(TraceFileTest, FailedWriteLeavesTheExistingFileUntouched) {
   EXPECT_EQ(entries(), std::vector<std::string>{"timeline-7.json"});
 }
 
-TEST_F(TraceFileTest, ADirectoryInThePathsPlaceIsAnErrorAndLeavesNoTemporary) {
+TEST_F(FileIoTest, ADirectoryInThePathsPlaceIsAnErrorAndLeavesNoTemporary) {
   fs::create_directories(dir_ / "t.json");
   EXPECT_THROW(write_file_atomically(dir_ / "t.json", "x"), Error);
   EXPECT_EQ(entries(), std::vector<std::string>{"t.json"});
