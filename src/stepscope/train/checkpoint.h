@@ -13,9 +13,21 @@
 //   all_model_checkpoint_paths: "model.ckpt-1000"
 //
 // Both files are replaced atomically, so a crash never leaves a half-written checkpoint or index.
+//
+// Checksums: the metadata also holds "crc32c:<tensor name>" for every tensor (CRC-32C of its
+// bytes) and "crc32c:__metadata__" (of the other entries, "key\0value\0" in key order), each as
+// 8 lowercase hex digits; other safetensors readers ignore them. load_checkpoint and restore
+// verify them when present (a mismatch is a DataLossError naming the file and the tensor) and
+// remove them from the metadata they return; files without them (older stepscope, other tools)
+// load as before. A damaged newest checkpoint is an error unless the restore is asked to fall
+// back (RestoreOptions::fall_back_to_older).
+//
+// Limits: the index file is at most kMaxCheckpointIndexBytes; the checkpoint file has
+// safetensors.h's (header length, offsets, dtype x shape against the data size, overflow).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -64,6 +76,23 @@ class Saver {
   // are ignored.
   void restore(Session& session, const std::string& path_prefix);
 
+  struct RestoreOptions {
+    // When the newest checkpoint is corrupt (DataLossError: damaged bytes, failed checksum),
+    // try the older ones the index lists, newest first, reporting each file skipped and why.
+    // Off by default: resuming from an older state silently is the user's decision to make.
+    bool fall_back_to_older = false;
+    // Where the skipped files are reported; empty: stderr ("WARNING: skipping checkpoint ...").
+    std::function<void(const std::string&)> warn = {};
+  };
+  // Restores the newest checkpoint listed in `dir`'s index (see above for the fallback) and
+  // adopts the listed ones (recover_last_checkpoints). Returns the prefix restored, nullopt when
+  // `dir` has no index. Errors as restore() (the last one tried, when falling back).
+  std::optional<std::string> restore_latest(Session& session, const std::string& dir,
+                                            const RestoreOptions& options);
+  std::optional<std::string> restore_latest(Session& session, const std::string& dir) {
+    return restore_latest(session, dir, RestoreOptions{});
+  }
+
   // The checkpoints this saver keeps, oldest first (prefixes as save() returned them).
   std::vector<std::string> last_checkpoints() const;
   // Adopts checkpoints written earlier (e.g. by a previous run: pass
@@ -103,7 +132,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 // `<prefix>.safetensors` (or `prefix` itself when it already names the file).
 std::string checkpoint_file(const std::string& prefix);
 bool checkpoint_exists(const std::string& prefix);
-// Every tensor of a checkpoint (tf.train.load_checkpoint); errors as load_safetensors, naming the checkpoint.
+// Every tensor of a checkpoint (tf.train.load_checkpoint), its checksums verified (see above);
+// errors as load_safetensors, naming the checkpoint.
 SafetensorsFile load_checkpoint(const std::string& prefix);
 
 }  // namespace stepscope
