@@ -11,6 +11,12 @@
 // write never leaves a half-written file at `path` and never damages an existing one. The reader
 // runs the reference implementation's checks in its order and never trusts the file: anything
 // malformed is a DataLossError naming the file and the problem.
+//
+// Limits (checked before any tensor is allocated): the JSON header is at most
+// kSafetensorsMaxHeaderSize bytes and within the file; offsets are contiguous from 0 and cover
+// the data exactly; each tensor's shape product times its dtype's size is computed with overflow
+// checks and must equal its offsets' span, so the tensors together are exactly the file's data
+// bytes; JSON nesting is at most 128 deep; rank at most Shape::kMaxRank.
 #pragma once
 
 #include <map>
