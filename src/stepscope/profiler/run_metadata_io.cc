@@ -145,7 +145,7 @@ void fields(std::string_view bytes, const Where& w, F&& f) {
     uint32_t field;
     pw::WireType type;
     if (!r.next_field(field, type)) corrupt(w, r.error());
-    if (!f(r, field, type) && !r.skip(static_cast<uint32_t>(start), type)) corrupt(w, r.error());
+    if (!f(r, field, type) && !r.skip(start, type)) corrupt(w, r.error());
   }
 }
 
