@@ -15,7 +15,7 @@
 
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"

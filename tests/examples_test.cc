@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/profiler/trace_validator.h"
 
 namespace {

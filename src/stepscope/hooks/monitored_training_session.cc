@@ -38,7 +38,10 @@ MonitoredSession MonitoredTrainingSession(Graph& graph, MonitoredTrainingSession
 
   auto creator = std::make_unique<ChiefSessionCreator>(
       graph, ChiefSessionCreatorOptions{
-                 .scaffold = o.scaffold, .checkpoint_dir = o.checkpoint_dir, .session_options = o.session_options});
+                 .scaffold = o.scaffold,
+                 .checkpoint_dir = o.checkpoint_dir,
+                 .session_options = o.session_options,
+                 .fall_back_to_older_checkpoint = o.fall_back_to_older_checkpoint});
   Scaffold* scaffold = &creator->scaffold();
 
   std::vector<SessionRunHook*> all_hooks = o.chief_only_hooks;

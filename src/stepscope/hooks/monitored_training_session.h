@@ -35,6 +35,9 @@ namespace stepscope {
 struct MonitoredTrainingSessionOptions {
   bool is_chief = true;
   std::string checkpoint_dir = {};  // restore from / save to; empty: no checkpoints
+  // Restore the newest intact checkpoint when the newest one is corrupt, reporting each file
+  // skipped (ChiefSessionCreatorOptions::fall_back_to_older_checkpoint); off: the error is thrown.
+  bool fall_back_to_older_checkpoint = false;
   Scaffold* scaffold = nullptr;     // null: a default Scaffold owned by the session
   std::vector<SessionRunHook*> hooks = {};
   std::vector<SessionRunHook*> chief_only_hooks = {};

@@ -4,7 +4,7 @@
 
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/train/variables.h"
 
 namespace stepscope {

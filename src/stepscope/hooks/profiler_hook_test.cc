@@ -23,7 +23,7 @@
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/profiler/trace_validator.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/layers.h"

@@ -109,12 +109,10 @@ std::unique_ptr<Session> ChiefSessionCreator::create_session() {
       saver->restore(*session, options_.checkpoint_filename_with_path);
       restored = true;
     } else if (!options_.checkpoint_dir.empty()) {
-      std::optional<CheckpointState> state = get_checkpoint_state(options_.checkpoint_dir);
-      if (state && !state->model_checkpoint_path.empty()) {
-        saver->restore(*session, state->model_checkpoint_path);
-        saver->recover_last_checkpoints(state->all_model_checkpoint_paths);
-        restored = true;
-      }
+      restored = saver
+                     ->restore_latest(*session, options_.checkpoint_dir,
+                                      {.fall_back_to_older = options_.fall_back_to_older_checkpoint})
+                     .has_value();
     }
   }
   if (!restored) {

@@ -97,6 +97,10 @@ struct ChiefSessionCreatorOptions {
   // Or restore from exactly this checkpoint (not both).
   std::string checkpoint_filename_with_path = {};
   SessionOptions session_options = {};
+  // With checkpoint_dir: when the newest checkpoint is corrupt (DataLossError), restore the
+  // newest older one the index lists instead, writing "WARNING: skipping checkpoint '<file>':
+  // <why>" to stderr for each one skipped (Saver::RestoreOptions). Off: the error is thrown.
+  bool fall_back_to_older_checkpoint = false;
 };
 
 // The chief initializes the model: create_session() finalizes the scaffold, creates a Session,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/control_ops.h"
@@ -226,6 +227,40 @@ TEST(ChiefSessionCreator, RestoresFromTheCheckpointDirInsteadOfInitializing) {
   EXPECT_FALSE(init_fn_called);
   // The checkpoints already in the directory count towards the saver's max_to_keep.
   EXPECT_EQ(again.saver()->last_checkpoints().size(), 2u);
+}
+
+// Issue 12 (9): a damaged newest checkpoint is an error, unless the user asks to fall back to
+// the newest intact one.
+TEST(ChiefSessionCreator, FallsBackToAnOlderCheckpointOnlyWhenAsked) {
+  TempDir dir;
+  Graph g;
+  Scope s(g);
+  Variable a = make_variable(s, "a", constant(s, 1.0f));
+  Output set_7 = assign(s, a.value(), constant(s, 7.0f));
+  Output set_9 = assign(s, a.value(), constant(s, 9.0f));
+  Scaffold scaffold(g);
+  {
+    std::unique_ptr<Session> sess = ChiefSessionCreator(g, {.scaffold = &scaffold}).create_session();
+    sess->run(set_7);
+    scaffold.saver()->save(*sess, dir.path() + "/model.ckpt", 1);
+    sess->run(set_9);
+    scaffold.saver()->save(*sess, dir.path() + "/model.ckpt", 2);
+  }
+  const std::string newest = dir.path() + "/model.ckpt-2.safetensors";
+  std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(-1, std::ios::end);
+  f.put('\x55');  // a byte of a's data
+  f.close();
+  g.unfinalize();
+  Scaffold strict(g);
+  EXPECT_THROW(ChiefSessionCreator(g, {.scaffold = &strict, .checkpoint_dir = dir.path()}).create_session(),
+               DataLossError);
+  g.unfinalize();
+  Scaffold lenient(g);
+  std::unique_ptr<Session> sess =
+      ChiefSessionCreator(g, {.scaffold = &lenient, .checkpoint_dir = dir.path(), .fall_back_to_older_checkpoint = true})
+          .create_session();
+  EXPECT_EQ(f32(sess->run(a.value())), 7.0f);
 }
 
 TEST(ChiefSessionCreator, InitializesWhenTheCheckpointDirHasNoCheckpoint) {

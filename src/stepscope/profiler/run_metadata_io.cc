@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/ops/kernels/proto_wire.h"
-#include "stepscope/profiler/trace_file.h"
 
 namespace stepscope {
 
@@ -145,7 +145,7 @@ void fields(std::string_view bytes, const Where& w, F&& f) {
     uint32_t field;
     pw::WireType type;
     if (!r.next_field(field, type)) corrupt(w, r.error());
-    if (!f(r, field, type) && !r.skip(static_cast<uint32_t>(start), type)) corrupt(w, r.error());
+    if (!f(r, field, type) && !r.skip(start, type)) corrupt(w, r.error());
   }
 }
 
@@ -154,6 +154,21 @@ int64_t get_int(pw::Reader& r, pw::WireType type, const Where& w, const char* fi
   if (!r.read_int(type, v)) corrupt(Where{&w, field}, r.error());
   return v;
 }
+// Times in a file are attacker-controlled: every conversion and shift of one is checked, since
+// signed overflow is undefined behaviour (UBSan aborts on it; without it, garbage times).
+int64_t checked_mul(int64_t a, int64_t b, const Where& w, const char* field) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    corrupt(Where{&w, field}, std::to_string(a) + " x " + std::to_string(b) + " is out of range");
+  return r;
+}
+int64_t checked_sub(int64_t a, int64_t b, const Where& w, const char* field) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r))
+    corrupt(Where{&w, field}, std::to_string(a) + " - " + std::to_string(b) + " is out of range");
+  return r;
+}
+
 std::string_view get_bytes(pw::Reader& r, pw::WireType type, const Where& w, const char* field) {
   std::string_view v;
   if (!r.read_length_delimited(type, v)) corrupt(Where{&w, field}, r.error());
@@ -175,7 +190,7 @@ class Parser {
         return false;
       return true;
     });
-    offset_ = st_.base_wall_ns != 0 ? st_.base_wall_ns - st_.base_ns : 0;
+    offset_ = st_.base_wall_ns != 0 ? checked_sub(st_.base_wall_ns, st_.base_ns, w, "base_wall_ns") : 0;
     int64_t device_index = 0;
     fields(bytes, w, [&](pw::Reader& r, uint32_t field, pw::WireType type) {
       if (field != 1) return false;
@@ -329,7 +344,8 @@ class Parser {
                            return false;
                          return true;
                        });
-                recs.push_back({(has_nanos ? nanos : micros * 1000) - offset_, bytes_});
+                const int64_t wall = has_nanos ? nanos : checked_mul(micros, 1000, rw, "alloc_micros");
+                recs.push_back({checked_sub(wall, offset_, rw, "alloc_nanos"), bytes_});
                 break;
               }
               default:
@@ -415,13 +431,13 @@ class Parser {
       return true;
     });
     // A file without the ns fields (older TensorFlow): µs.
-    if (!start_ns) ns.all_start_ns = start_us * 1000;
-    if (!op_start_ns) ns.op_start_rel_ns = op_start_us * 1000;
-    if (!op_end_ns) ns.op_end_rel_ns = op_end_us * 1000;
-    if (!end_ns) ns.all_end_rel_ns = end_us * 1000;
-    if (!scheduled_ns) ns.scheduled_ns = scheduled_us * 1000;
-    ns.all_start_ns -= offset_;
-    ns.scheduled_ns -= offset_;
+    if (!start_ns) ns.all_start_ns = checked_mul(start_us, 1000, w, "all_start_micros");
+    if (!op_start_ns) ns.op_start_rel_ns = checked_mul(op_start_us, 1000, w, "op_start_rel_micros");
+    if (!op_end_ns) ns.op_end_rel_ns = checked_mul(op_end_us, 1000, w, "op_end_rel_micros");
+    if (!end_ns) ns.all_end_rel_ns = checked_mul(end_us, 1000, w, "all_end_rel_micros");
+    if (!scheduled_ns) ns.scheduled_ns = checked_mul(scheduled_us, 1000, w, "scheduled_micros");
+    ns.all_start_ns = checked_sub(ns.all_start_ns, offset_, w, "all_start_nanos");
+    ns.scheduled_ns = checked_sub(ns.scheduled_ns, offset_, w, "scheduled_nanos");
     // op_type: from the label, as TensorFlow's timeline finds it.
     const std::string_view label = ns.timeline_label;
     const size_t close = label.rfind(')');
@@ -482,7 +498,9 @@ std::string serialize_run_metadata(const RunMetadata& metadata) {
   return out;
 }
 
-RunMetadata parse_run_metadata(std::string_view bytes) {
+namespace {
+
+RunMetadata decode_run_metadata(std::string_view bytes) {
   RunMetadata md;
   const Where root{nullptr, "RunMetadata"};
   int64_t graph_index = 0;
@@ -524,17 +542,23 @@ RunMetadata parse_run_metadata(std::string_view bytes) {
   return md;
 }
 
+}  // namespace
+
+RunMetadata parse_run_metadata(std::string_view bytes, const std::string& source) {
+  if (source.empty()) return decode_run_metadata(bytes);
+  try {
+    return decode_run_metadata(bytes);
+  } catch (const DataLossError& e) {
+    throw DataLossError("cannot read '" + source + "': " + e.what());
+  }
+}
+
 void save_run_metadata(const std::filesystem::path& path, const RunMetadata& metadata) {
   write_file_atomically(path, serialize_run_metadata(metadata), path.extension() == ".gz");
 }
 
-RunMetadata load_run_metadata(const std::filesystem::path& path) {
-  const std::string bytes = read_file(path);
-  try {
-    return parse_run_metadata(bytes);
-  } catch (const DataLossError& e) {
-    throw DataLossError("cannot read '" + path.string() + "': " + e.what());
-  }
+RunMetadata load_run_metadata(const std::filesystem::path& path, uint64_t max_decompressed_bytes) {
+  return parse_run_metadata(read_file(path, max_decompressed_bytes), path.string());
 }
 
 }  // namespace stepscope

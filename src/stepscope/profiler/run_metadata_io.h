@@ -42,17 +42,27 @@
 #include <string>
 #include <string_view>
 
+#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
 
 std::string serialize_run_metadata(const RunMetadata& metadata);
 // DataLossError naming what is corrupt (the message's path, e.g.
-// "step_stats.dev_stats[0].node_stats[3].output[0]: truncated varint").
-RunMetadata parse_run_metadata(std::string_view bytes);
+// "step_stats.dev_stats[0].node_stats[3].output[0]: truncated varint"), and `source` (the file
+// the bytes came from) when given.
+//
+// Limits: every length is checked against the bytes that hold it before anything is read or
+// allocated (proto_wire.h), so the decoded metadata is bounded by the input's size; times that
+// overflow int64 nanoseconds when converted (µs x 1000, wall-clock to monotonic) are corrupt;
+// shapes have at most Shape::kMaxRank dimensions.
+RunMetadata parse_run_metadata(std::string_view bytes, const std::string& source = "");
 // Atomic (see write_file_atomically); gzipped when the path ends in ".gz".
 void save_run_metadata(const std::filesystem::path& path, const RunMetadata& metadata);
-// DataLossError naming the file when it is corrupt; NotFoundError when it does not exist.
-RunMetadata load_run_metadata(const std::filesystem::path& path);
+// DataLossError naming the file when it is corrupt; NotFoundError when it does not exist;
+// ResourceExhaustedError naming it and the limit when a ".gz" file inflates past
+// `max_decompressed_bytes`.
+RunMetadata load_run_metadata(const std::filesystem::path& path,
+                              uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes);
 
 }  // namespace stepscope

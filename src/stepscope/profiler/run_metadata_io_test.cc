@@ -10,7 +10,7 @@
 #include "stepscope/ops/kernels/proto_wire.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/profiler/timeline_test_util.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 
 namespace stepscope {
 namespace {
@@ -290,6 +290,54 @@ TEST_F(RunMetadataFileTest, BadTagIsDataLoss) {
   std::string wrong;
   pw::put_int_field(wrong, 1, 5);  // step_stats as a varint
   EXPECT_THROW(parse_run_metadata(wrong), DataLossError);
+}
+
+// Issue 12 (6): crafted times overflowed int64 when converted (µs x 1000, wall-clock to
+// monotonic): undefined behaviour (UBSan aborts) and garbage times. Now a DataLossError naming
+// the field and, with a source, the file.
+TEST(RunMetadataIo, TimesThatOverflowAreCorrupt) {
+  auto wrap = [](const std::string& node, const std::string& step_stats_extra = "") {
+    std::string dev, steps, md;
+    pw::put_bytes_field(dev, 2, node);
+    pw::put_bytes_field(steps, 1, dev);
+    steps += step_stats_extra;
+    pw::put_bytes_field(md, 1, steps);
+    return md;
+  };
+  auto error = [](const std::string& bytes) {
+    try {
+      parse_run_metadata(bytes, "crafted.pb");
+    } catch (const DataLossError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  for (int field : {2, 3, 4, 5, 9}) {  // the µs times, without their ns twins
+    std::string node;
+    pw::put_int_field(node, field, INT64_MAX / 100);
+    const std::string e = error(wrap(node));
+    EXPECT_EQ(e.rfind("cannot read 'crafted.pb': corrupt RunMetadata: RunMetadata.step_stats.dev_stats[0].node_stats[0].", 0), 0u) << e;
+    EXPECT_NE(e.find("_micros: 92233720368547758 x 1000 is out of range"), std::string::npos) << e;
+  }
+  // Wall-clock base minus monotonic base, and a time shifted by it.
+  std::string bases;
+  pw::put_int_field(bases, 1001, -1);
+  pw::put_int_field(bases, 1002, INT64_MAX);
+  EXPECT_NE(error(wrap("", bases)).find("step_stats.base_wall_ns: 9223372036854775807 - -1 is out of range"),
+            std::string::npos);
+  std::string shifted, node;
+  pw::put_int_field(shifted, 1001, 1);
+  pw::put_int_field(shifted, 1002, 2);  // offset 1
+  pw::put_int_field(node, 13, INT64_MIN);
+  EXPECT_NE(error(wrap(node, shifted)).find("node_stats[0].all_start_nanos"), std::string::npos);
+  std::string record, memory, with_record;
+  pw::put_int_field(record, 1, INT64_MIN / 10);
+  pw::put_bytes_field(memory, 6, record);
+  pw::put_bytes_field(with_record, 6, memory);
+  EXPECT_NE(error(wrap(with_record)).find("memory[0].allocation_records[0].alloc_micros"), std::string::npos);
+  // Without a source the message is as before.
+  EXPECT_THROW(parse_run_metadata(wrap(node, shifted)), DataLossError);
 }
 
 }  // namespace

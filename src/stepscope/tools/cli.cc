@@ -11,7 +11,7 @@
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 #include "stepscope/tools/trace_server.h"
 
@@ -163,6 +163,14 @@ void stop_serving(int) {
 int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::ostream& err) {
   CLI::App app{"stepscope: look at the traces and profiles of training runs", "stepscope"};
   app.require_subcommand(1);
+  // For every command that reads files: a gzipped input may inflate this far, no further.
+  uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes;
+  auto add_limit = [&](CLI::App& command) {
+    command
+        .add_option("--max-decompressed-bytes", max_decompressed_bytes,
+                    "Refuse a .gz input that inflates past this many bytes (a small .gz can hold gigabytes)")
+        ->capture_default_str();
+  };
 
   // prof
   ProfFlags prof;
@@ -174,6 +182,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   prof_command->add_option("--profile,--profile_path", prof_path, "A profile saved by Profiler::save / ProfilerHook")
       ->required();
   add_prof_flags(*prof_command, prof);
+  add_limit(*prof_command);
 
   // timeline
   std::string timeline_run_meta, timeline_profile, timeline_output;
@@ -192,6 +201,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       ->capture_default_str();
   timeline_command->add_option("--show_dataflow", show_dataflow, "Dataflow arrows")->capture_default_str();
   timeline_command->add_flag("--gzip", gzip, "gzip the trace (also implied by a .gz name)");
+  add_limit(*timeline_command);
 
   // critical_path
   std::string cp_run_meta, cp_profile;
@@ -204,6 +214,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   cp_meta->excludes(cp_prof);
   cp_command->add_option("--step", cp_step, "With --profile: the step (-1: the latest)")->capture_default_str();
   cp_command->add_flag("--json", cp_json, "JSON instead of text");
+  add_limit(*cp_command);
 
   // serve
   std::string serve_dir, host = "127.0.0.1";
@@ -225,7 +236,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
 
   try {
     if (prof_command->parsed()) {
-      Profiler profiler = Profiler::load(prof_path);
+      Profiler profiler = Profiler::load(prof_path, max_decompressed_bytes);
       profiler.set_stdout(&out);
       profiler.set_log(&err);
       ProfileOptions options = finish(prof);
@@ -257,9 +268,9 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
         err << "stepscope: give --run_meta FILE or --profile FILE\n";
         return 2;
       }
-      StepStats step = meta_path.empty() ? profile_step(Profiler::load(profile_path),
+      StepStats step = meta_path.empty() ? profile_step(Profiler::load(profile_path, max_decompressed_bytes),
                                                         timeline ? timeline_step : cp_step, profile_path)
-                                         : load_run_metadata(meta_path).step_stats;
+                                         : load_run_metadata(meta_path, max_decompressed_bytes).step_stats;
       if (timeline) {
         std::string trace;
         Timeline(step).write_chrome_trace(trace, {.show_dataflow = show_dataflow, .show_memory = show_memory});

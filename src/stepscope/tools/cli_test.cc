@@ -9,7 +9,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/profiler/trace_validator.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
@@ -62,6 +62,7 @@ class CliTest : public ::testing::Test {
       save_run_metadata(*dir_ / ("run_metadata-" + std::to_string(step) + ".pb"), metadata);
     }
     profiler.save(*dir_ / "profile");
+    profiler.save(*dir_ / "profile.gz");
     std::ostringstream expected;
     profiler.set_stdout(&expected);
     ProfileOptions options;
@@ -129,6 +130,23 @@ TEST_F(CliTest, BadInputIsNamed) {
   r = cli({"critical_path", "--profile", path("profile"), "--step", "7"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no step 7 (steps: 1 2 3)"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, GzipInputsAreBoundedByMaxDecompressedBytes) {
+  // Issue 12: a small .gz could inflate without limit; the bound is an option of every command
+  // that reads files, and the error names the file and the limit.
+  CliResult r = cli({"prof", "scope", "--profile", path("profile.gz")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = cli({"prof", "scope", "--profile", path("profile.gz"), "--max-decompressed-bytes", "100"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(path("profile.gz") + ": gzip data inflates past the limit of 100 bytes"), std::string::npos)
+      << r.err;
+  r = cli({"critical_path", "--profile", path("profile.gz"), "--max-decompressed-bytes", "100"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("limit of 100 bytes"), std::string::npos) << r.err;
+  r = cli({"timeline", "--profile", path("profile.gz"), "-o", path("t.json"), "--max-decompressed-bytes", "100"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("limit of 100 bytes"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, TimelineFromRunMetadataOrProfileValidates) {

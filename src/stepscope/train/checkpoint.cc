@@ -7,9 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <unordered_map>
+
+#include "stepscope/base/file_io.h"
+#include "stepscope/train/event_file.h"  // crc32c
 
 namespace stepscope {
 
@@ -30,6 +34,68 @@ void check_session(const Graph& graph, Session& session, const char* what) {
   if (&session.graph() != &graph)
     throw InvalidArgumentError(std::string("Saver::") + what + ": the session runs another graph than the saver's");
   if (session.closed()) throw CancelledError("Attempted to use a closed Session.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checksums (see checkpoint.h): "crc32c:<tensor>" per tensor and "crc32c:__metadata__" for the
+// other metadata, as 8 hex digits, in the file's __metadata__ so other tools still read it.
+
+constexpr std::string_view kCrcPrefix = "crc32c:";
+const std::string kMetadataCrcKey = std::string(kCrcPrefix) + "__metadata__";
+
+std::string hex8(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+uint32_t tensor_crc(const Tensor& t) { return crc32c(t.raw_data(), static_cast<size_t>(t.bytes())); }
+
+// Every metadata entry but the checksums, "key\0value\0" in key order (std::map's).
+uint32_t metadata_crc(const std::map<std::string, std::string>& metadata) {
+  uint32_t crc = 0;
+  for (const auto& [k, v] : metadata) {
+    if (k.starts_with(kCrcPrefix)) continue;
+    crc = crc32c(k.data(), k.size() + 1, crc);  // with the terminating NUL as a separator
+    crc = crc32c(v.data(), v.size() + 1, crc);
+  }
+  return crc;
+}
+
+void add_checksums(const NamedTensors& tensors, std::map<std::string, std::string>& metadata) {
+  metadata[kMetadataCrcKey] = hex8(metadata_crc(metadata));
+  for (const auto& [name, t] : tensors) metadata[std::string(kCrcPrefix) + name] = hex8(tensor_crc(t));
+}
+
+[[noreturn]] void checksum_failed(const std::string& file, const std::string& what) {
+  throw DataLossError("corrupt checkpoint '" + file + "': " + what +
+                      " (the file was damaged after it was written; restore an older checkpoint)");
+}
+
+// Checks a file's checksums when it has them (older files and other tools' have none) and
+// removes them from its metadata. DataLossError naming the file and the tensor at fault.
+void verify_checksums(SafetensorsFile& file, const std::string& name) {
+  auto& md = file.metadata;
+  if (auto first = md.lower_bound(std::string(kCrcPrefix)); first == md.end() || !first->first.starts_with(kCrcPrefix))
+    return;
+  auto bad = [&](const std::string& what) { checksum_failed(name, what); };
+  auto stored = [&](const std::string& key, const std::string& what) {
+    auto it = md.find(key);
+    if (it == md.end()) checksum_failed(name, what + " has no checksum while the file has checksums");
+    return it->second;
+  };
+  if (const std::string want = stored(kMetadataCrcKey, "the metadata"), got = hex8(metadata_crc(md)); want != got)
+    bad("checksum mismatch in the metadata (stored " + want + ", computed " + got + ")");
+  for (const auto& [tensor, t] : file.tensors) {
+    const std::string want = stored(std::string(kCrcPrefix) + tensor, "tensor '" + tensor + "'");
+    if (const std::string got = hex8(tensor_crc(t)); want != got)
+      bad("checksum mismatch in tensor '" + tensor + "' (stored " + want + ", computed " + got + ")");
+  }
+  // Every checksum belongs to a tensor (or is the metadata's): one more means a tensor's name
+  // was damaged or a tensor dropped.
+  if (std::erase_if(md, [&](const auto& entry) { return entry.first.starts_with(kCrcPrefix); }) !=
+      file.tensors.size() + 1)
+    bad("a checksum names no tensor of the file");
 }
 
 std::string describe(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape.to_string(); }
@@ -76,7 +142,7 @@ std::string text_escape(const std::string& s) {
 
 class IndexParser {
  public:
-  IndexParser(std::string text, std::string path) : text_(std::move(text)), path_(std::move(path)) {}
+  IndexParser(std::string_view text, const std::string& path) : text_(text), path_(path) {}
 
   CheckpointState parse() {
     CheckpointState state;
@@ -134,14 +200,14 @@ class IndexParser {
     size_t start = pos_;
     while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_')) ++pos_;
     if (pos_ == start) fail("expected a field name");
-    return text_.substr(start, pos_ - start);
+    return std::string(text_.substr(start, pos_ - start));
   }
   void number_value() {
     size_t start = pos_;
     while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '.' ||
                                    text_[pos_] == '-' || text_[pos_] == '+'))
       ++pos_;
-    std::string token = text_.substr(start, pos_ - start);
+    std::string token(text_.substr(start, pos_ - start));
     char* end = nullptr;
     errno = 0;
     std::strtod(token.c_str(), &end);
@@ -229,8 +295,8 @@ class IndexParser {
     return out;
   }
 
-  std::string text_;
-  std::string path_;
+  std::string_view text_;
+  const std::string& path_;
   size_t pos_ = 0;
 };
 
@@ -265,11 +331,18 @@ bool checkpoint_exists(const std::string& prefix) {
 }
 
 SafetensorsFile load_checkpoint(const std::string& prefix) {
+  SafetensorsFile file;
   try {
-    return load_safetensors(checkpoint_file(prefix));
+    file = load_safetensors(checkpoint_file(prefix));
   } catch (const Error& e) {
     throw_error(e.code(), "cannot read checkpoint '" + prefix + "': " + e.what());
   }
+  verify_checksums(file, checkpoint_file(prefix));
+  return file;
+}
+
+CheckpointState parse_checkpoint_state(std::string_view text, const std::string& source) {
+  return IndexParser(text, source).parse();
 }
 
 std::optional<CheckpointState> get_checkpoint_state(const std::string& dir) {
@@ -278,16 +351,18 @@ std::optional<CheckpointState> get_checkpoint_state(const std::string& dir) {
   auto status = fs::status(path, ec);
   if (!fs::exists(status)) return std::nullopt;
   if (!fs::is_regular_file(status)) throw DataLossError("corrupt checkpoint index '" + path + "': not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    if (err == EACCES || err == EPERM)
-      throw PermissionDeniedError("cannot read checkpoint index '" + path + "': " + std::strerror(err));
-    throw UnknownError("cannot read checkpoint index '" + path + "': " + std::strerror(err));
+  // The size first: a hostile or broken index is refused before it is read.
+  if (const uintmax_t size = fs::file_size(path, ec); !ec && size > kMaxCheckpointIndexBytes)
+    throw DataLossError("corrupt checkpoint index '" + path + "': " + std::to_string(size) +
+                        " bytes, more than the limit of " + std::to_string(kMaxCheckpointIndexBytes) +
+                        " (an index lists file names; delete or rewrite it)");
+  std::string text;
+  try {
+    text = read_file(path, 0, Gunzip::kNever);
+  } catch (const Error& e) {
+    throw_error(e.code(), std::string("cannot read checkpoint index: ") + e.what());
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  CheckpointState state = IndexParser(buffer.str(), path).parse();
+  CheckpointState state = parse_checkpoint_state(text, path);
   auto join = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (fs::path(dir) / p).string(); };
   state.model_checkpoint_path = join(state.model_checkpoint_path);
   for (auto& p : state.all_model_checkpoint_paths) p = join(p);
@@ -300,7 +375,7 @@ void update_checkpoint_state(const std::string& dir, const CheckpointState& stat
   if (all.empty() || all.back() != state.model_checkpoint_path) all.push_back(state.model_checkpoint_path);
   std::string text = "model_checkpoint_path: \"" + text_escape(relative_to(state.model_checkpoint_path, dir)) + "\"\n";
   for (const auto& p : all) text += "all_model_checkpoint_paths: \"" + text_escape(relative_to(p, dir)) + "\"\n";
-  write_file_atomically(index_path(dir), {text});
+  write_file_atomically(index_path(dir), text, /*gzip=*/false, /*sync=*/true);
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
@@ -357,6 +432,7 @@ std::string Saver::save(Session& session, const std::string& save_path_prefix, i
   std::map<std::string, std::string> metadata = {{"format", kCheckpointFormat},
                                                  {"format_version", std::to_string(kCheckpointFormatVersion)}};
   if (global_step >= 0) metadata["global_step"] = std::to_string(global_step);
+  add_checksums(tensors, metadata);
   save_safetensors(file, tensors, metadata);
 
   std::lock_guard<std::mutex> lock(mutex_);
@@ -409,6 +485,32 @@ void Saver::restore(Session& session, const std::string& path_prefix) {
     auto& slot = session.resources().variable(*options_.var_list[i].node);
     std::lock_guard<std::mutex> lock(slot.mutex);
     slot.value = *values[i];
+  }
+}
+
+std::optional<std::string> Saver::restore_latest(Session& session, const std::string& dir,
+                                                const RestoreOptions& options) {
+  std::optional<CheckpointState> state = get_checkpoint_state(dir);
+  if (!state || state->model_checkpoint_path.empty()) return std::nullopt;
+  // Newest first: the latest, then the others the index keeps, newest to oldest.
+  std::vector<std::string> candidates{state->model_checkpoint_path};
+  if (options.fall_back_to_older)
+    for (auto it = state->all_model_checkpoint_paths.rbegin(); it != state->all_model_checkpoint_paths.rend(); ++it)
+      if (std::find(candidates.begin(), candidates.end(), *it) == candidates.end()) candidates.push_back(*it);
+  for (size_t i = 0;; ++i) {
+    try {
+      restore(session, candidates[i]);
+      recover_last_checkpoints(state->all_model_checkpoint_paths);
+      return candidates[i];
+    } catch (const DataLossError& e) {
+      if (i + 1 == candidates.size()) throw;
+      const std::string line = "skipping checkpoint '" + checkpoint_file(candidates[i]) + "': " + e.what() +
+                               "; trying '" + checkpoint_file(candidates[i + 1]) + "'";
+      if (options.warn)
+        options.warn(line);
+      else
+        std::cerr << "WARNING: " << line << std::endl;
+    }
   }
 }
 

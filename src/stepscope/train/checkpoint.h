@@ -13,12 +13,25 @@
 //   all_model_checkpoint_paths: "model.ckpt-1000"
 //
 // Both files are replaced atomically, so a crash never leaves a half-written checkpoint or index.
+//
+// Checksums: the metadata also holds "crc32c:<tensor name>" for every tensor (CRC-32C of its
+// bytes) and "crc32c:__metadata__" (of the other entries, "key\0value\0" in key order), each as
+// 8 lowercase hex digits; other safetensors readers ignore them. load_checkpoint and restore
+// verify them when present (a mismatch is a DataLossError naming the file and the tensor) and
+// remove them from the metadata they return; files without them (older stepscope, other tools)
+// load as before. A damaged newest checkpoint is an error unless the restore is asked to fall
+// back (RestoreOptions::fall_back_to_older).
+//
+// Limits: the index file is at most kMaxCheckpointIndexBytes; the checkpoint file has
+// safetensors.h's (header length, offsets, dtype x shape against the data size, overflow).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepscope/runtime/session.h"
@@ -63,6 +76,23 @@ class Saver {
   // are ignored.
   void restore(Session& session, const std::string& path_prefix);
 
+  struct RestoreOptions {
+    // When the newest checkpoint is corrupt (DataLossError: damaged bytes, failed checksum),
+    // try the older ones the index lists, newest first, reporting each file skipped and why.
+    // Off by default: resuming from an older state silently is the user's decision to make.
+    bool fall_back_to_older = false;
+    // Where the skipped files are reported; empty: stderr ("WARNING: skipping checkpoint ...").
+    std::function<void(const std::string&)> warn = {};
+  };
+  // Restores the newest checkpoint listed in `dir`'s index (see above for the fallback) and
+  // adopts the listed ones (recover_last_checkpoints). Returns the prefix restored, nullopt when
+  // `dir` has no index. Errors as restore() (the last one tried, when falling back).
+  std::optional<std::string> restore_latest(Session& session, const std::string& dir,
+                                            const RestoreOptions& options);
+  std::optional<std::string> restore_latest(Session& session, const std::string& dir) {
+    return restore_latest(session, dir, RestoreOptions{});
+  }
+
   // The checkpoints this saver keeps, oldest first (prefixes as save() returned them).
   std::vector<std::string> last_checkpoints() const;
   // Adopts checkpoints written earlier (e.g. by a previous run: pass
@@ -84,9 +114,15 @@ struct CheckpointState {
   std::vector<std::string> all_model_checkpoint_paths;
 };
 
+// The index file's limit: it lists file names, so 16 MiB is far beyond any real one.
+inline constexpr uint64_t kMaxCheckpointIndexBytes = uint64_t{16} << 20;
+
 // Reads `<dir>/checkpoint`: nullopt when there is none; DataLossError naming it when it cannot
-// be parsed or names no model_checkpoint_path.
+// be parsed, names no model_checkpoint_path or is larger than kMaxCheckpointIndexBytes.
 std::optional<CheckpointState> get_checkpoint_state(const std::string& dir);
+// The index's text format in memory, paths as written (get_checkpoint_state joins them with the
+// directory); `source` names the text in errors. DataLossError as get_checkpoint_state.
+CheckpointState parse_checkpoint_state(std::string_view text, const std::string& source);
 // Writes `<dir>/checkpoint` atomically; paths inside `dir` are stored relative to it.
 void update_checkpoint_state(const std::string& dir, const CheckpointState& state);
 // The prefix of the newest checkpoint in `dir`, nullopt when there is none or its file is gone
@@ -96,7 +132,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 // `<prefix>.safetensors` (or `prefix` itself when it already names the file).
 std::string checkpoint_file(const std::string& prefix);
 bool checkpoint_exists(const std::string& prefix);
-// Every tensor of a checkpoint (tf.train.load_checkpoint); errors as load_safetensors, naming the checkpoint.
+// Every tensor of a checkpoint (tf.train.load_checkpoint), its checksums verified (see above);
+// errors as load_safetensors, naming the checkpoint.
 SafetensorsFile load_checkpoint(const std::string& prefix);
 
 }  // namespace stepscope

@@ -440,5 +440,116 @@ TEST_F(CheckpointTest, SaverArgumentErrors) {
   expect_error([&] { saver.save(*sess, dir.file("x")); }, ErrorCode::kCancelled, {"closed"});
 }
 
+// Issue 12 (9): flipped bits or NaNs in tensor data loaded without a word (554 of 3,000
+// mutated files were accepted). Checkpoints carry CRC-32C checksums in their metadata.
+TEST_F(CheckpointTest, DamagedTensorDataFailsTheChecksum) {
+  auto sess = initialized_session();
+  train_a_little(*sess);
+  Saver saver(graph);
+  const std::string prefix = saver.save(*sess, dir.file("model.ckpt"), 42);
+  const std::string file = prefix + ".safetensors";
+  const std::string good = read_text(file);
+  // The checksums are in the metadata, for other tools to ignore, and removed on load.
+  const SafetensorsFile raw = load_safetensors(file);
+  EXPECT_EQ(raw.metadata.count("crc32c:w"), 1u);
+  EXPECT_EQ(raw.metadata.count("crc32c:__metadata__"), 1u);
+  EXPECT_EQ(load_checkpoint(prefix).metadata.count("crc32c:w"), 0u);
+
+  auto before = snapshot(*sess);
+  // w is float32[2,2] = {5,6,7,8}; the writer orders by dtype, so its 16 bytes come last but
+  // for count (int32, 4 bytes) and mask (bool, 3 bytes).
+  const size_t w_at = good.size() - 3 - 4 - 16;
+  ASSERT_EQ(good.substr(w_at, 4), std::string("\x00\x00\xa0\x40", 4));  // 5.0f
+  for (int bit : {0, 22, 30}) {
+    std::string damaged = good;
+    damaged[w_at + 1 + bit / 8] ^= static_cast<char>(1 << (bit % 8));
+    write_text(file, damaged);
+    expect_error([&] { saver.restore(*sess, prefix); }, ErrorCode::kDataLoss,
+                 {"corrupt checkpoint '" + file + "'", "checksum mismatch in tensor 'w'"});
+    expect_unchanged(*sess, before);
+  }
+  std::string nan = good;
+  nan.replace(w_at, 4, std::string("\x00\x00\xc0\x7f", 4));
+  write_text(file, nan);
+  expect_error([&] { load_checkpoint(prefix); }, ErrorCode::kDataLoss, {file, "tensor 'w'"});
+  // The metadata too: global_step 42 -> 43 is the same length, a valid file otherwise.
+  std::string step = good;
+  const size_t at = step.find("\"global_step\":\"42\"");
+  ASSERT_NE(at, std::string::npos);
+  step[at + 16] = '3';
+  write_text(file, step);
+  expect_error([&] { saver.restore(*sess, prefix); }, ErrorCode::kDataLoss, {file, "checksum mismatch in the metadata"});
+  expect_unchanged(*sess, before);
+  // A tensor whose name was damaged has no checksum.
+  std::string renamed = good;
+  const size_t count_at = renamed.find("\"count\":{");
+  ASSERT_NE(count_at, std::string::npos);
+  renamed[count_at + 1] = 'k';
+  write_text(file, renamed);
+  expect_error([&] { load_checkpoint(prefix); }, ErrorCode::kDataLoss, {file, "tensor 'kount' has no checksum"});
+  write_text(file, good);
+  saver.restore(*sess, prefix);
+}
+
+TEST_F(CheckpointTest, FilesWithoutChecksumsStillLoad) {
+  auto sess = initialized_session();
+  Saver saver(graph, {.var_list = {w}});
+  save_safetensors(dir.file("old.safetensors"),
+                   NamedTensors{{"w", Tensor::from_vector<float>({0, 0, 0, 1}, Shape{2, 2})}},
+                   {{"format", "stepscope.checkpoint"}, {"format_version", "1"}});
+  saver.restore(*sess, dir.file("old"));
+  EXPECT_EQ(get(*sess, w).to_vector<float>(), (std::vector<float>{0, 0, 0, 1}));
+}
+
+// Falling back to an older checkpoint happens only when asked, and says which file was skipped.
+TEST_F(CheckpointTest, RestoreLatestFallsBackOnlyWhenAsked) {
+  auto sess = initialized_session();
+  Saver saver(graph);
+  for (int64_t s : {1, 2, 3}) {
+    set(*sess, step, Tensor::scalar<int64_t>(s));
+    saver.save(*sess, dir.file("model.ckpt"), s);
+  }
+  const std::string newest = dir.file("model.ckpt-3.safetensors");
+  std::string bytes = read_text(newest);
+  bytes[bytes.size() - 4] ^= 1;  // inside the data
+  write_text(newest, bytes);
+
+  Saver other(graph);
+  Session fresh(graph);
+  expect_error([&] { other.restore_latest(fresh, dir.path()); }, ErrorCode::kDataLoss, {newest});
+  std::vector<std::string> warnings;
+  const std::optional<std::string> restored = other.restore_latest(
+      fresh, dir.path(), {.fall_back_to_older = true, .warn = [&](const std::string& s) { warnings.push_back(s); }});
+  EXPECT_EQ(restored, dir.file("model.ckpt-2"));
+  EXPECT_EQ(get(fresh, step).scalar_value<int64_t>(), 2);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("skipping checkpoint '" + newest + "': corrupt checkpoint"));
+  EXPECT_THAT(warnings[0], HasSubstr("trying '" + dir.file("model.ckpt-2.safetensors") + "'"));
+  EXPECT_EQ(other.last_checkpoints(), (std::vector<std::string>{dir.file("model.ckpt-1"), dir.file("model.ckpt-2"),
+                                                                dir.file("model.ckpt-3")}));
+  // Every one damaged: the last error.
+  for (const char* name : {"model.ckpt-1.safetensors", "model.ckpt-2.safetensors"}) {
+    std::string b = read_text(dir.file(name));
+    b[b.size() - 4] ^= 1;
+    write_text(dir.file(name), b);
+  }
+  expect_error([&] { other.restore_latest(fresh, dir.path(), {.fall_back_to_older = true, .warn = [](auto&) {}}); },
+               ErrorCode::kDataLoss, {dir.file("model.ckpt-1.safetensors")});
+  EXPECT_EQ(other.restore_latest(fresh, dir.file("nothing-here")), std::nullopt);
+}
+
+// The in-memory parser of the index (a fuzzing entry point) and its size limit.
+TEST_F(CheckpointTest, ParseCheckpointStateAndTheIndexSizeLimit) {
+  const CheckpointState s =
+      parse_checkpoint_state("model_checkpoint_path: \"a-2\"\nall_model_checkpoint_paths: \"a-1\"\n", "mem");
+  EXPECT_EQ(s.model_checkpoint_path, "a-2");
+  EXPECT_EQ(s.all_model_checkpoint_paths, std::vector<std::string>{"a-1"});
+  expect_error([] { parse_checkpoint_state("nonsense", "mem"); }, ErrorCode::kDataLoss, {"'mem'"});
+  write_text(dir.file("checkpoint"), "model_checkpoint_path: \"a\"\n");
+  fs::resize_file(dir.file("checkpoint"), kMaxCheckpointIndexBytes + 1);
+  expect_error([&] { get_checkpoint_state(dir.path()); }, ErrorCode::kDataLoss,
+               {dir.file("checkpoint"), "more than the limit of 16777216"});
+}
+
 }  // namespace
 }  // namespace stepscope

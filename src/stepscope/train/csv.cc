@@ -1,7 +1,5 @@
 #include "stepscope/train/csv.h"
 
-#include <zlib.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -10,54 +8,11 @@
 #include <string_view>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 
 namespace stepscope {
 
 namespace {
-
-// The whole file, decompressed when it is gzip (zlib reads plain files as they are).
-std::string read_file(const std::string& path) {
-  errno = 0;
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) {
-    const int err = errno;
-    const std::string msg = path + ": " + (err ? std::strerror(err) : "cannot open");
-    if (err == ENOENT) throw NotFoundError(msg);
-    if (err == EACCES) throw PermissionDeniedError(msg);
-    throw UnknownError(msg);
-  }
-  struct Closer {
-    gzFile f;
-    ~Closer() { gzclose(f); }
-  } closer{f};
-  gzbuffer(f, 1 << 17);
-  std::string data(1 << 18, '\0');
-  size_t size = 0;
-  for (;;) {
-    if (data.size() - size < (1 << 16)) data.resize(data.size() * 2);
-    const int n = gzread(f, data.data() + size, static_cast<unsigned>(data.size() - size));
-    if (n > 0) {
-      size += static_cast<size_t>(n);
-      continue;
-    }
-    int code = Z_OK;
-    const char* zmsg = gzerror(f, &code);
-    if (n == 0 && code == Z_OK) break;
-    if (code == Z_ERRNO) {
-      const int err = errno;
-      const std::string msg = path + ": " + std::strerror(err);
-      if (err == EISDIR) throw FailedPreconditionError(msg);
-      throw UnknownError(msg);
-    }
-    // zlib prefixes its messages with the path; keep only its reason.
-    std::string_view reason = zmsg ? zmsg : "unknown error";
-    if (reason.starts_with(path + ": ")) reason.remove_prefix(path.size() + 2);
-    if (code == Z_BUF_ERROR) throw DataLossError(path + ": truncated gzip data (" + std::string(reason) + ")");
-    throw DataLossError(path + ": corrupt gzip data (" + std::string(reason) + ")");
-  }
-  data.resize(size);
-  return data;
-}
 
 std::string quoted_field(std::string_view field) {
   if (field.size() > 40) return "'" + std::string(field.substr(0, 40)) + "...'";
@@ -217,18 +172,24 @@ decltype(auto) dispatch_csv(DType dtype, F&& f) {
 
 }  // namespace
 
-std::vector<Tensor> read_csv_table(const std::string& path, const CsvOptions& options) {
+std::vector<Tensor> parse_csv_table(std::string_view bytes, const CsvOptions& options, const std::string& source) {
   check_csv_dtype(options.feature_dtype, "feature_dtype");
   check_csv_dtype(options.label_dtype, "label_dtype");
   if (std::string_view("\n\r0123456789.+-eE").find(options.delimiter) != std::string_view::npos)
     throw InvalidArgumentError(
         std::string("CsvOptions: the delimiter cannot be a line break or part of a number, got '") + options.delimiter +
         "'");
-  const std::string text = read_file(path);
-  CsvParser parser{path, options};
+  std::string inflated;
+  if (is_gzip(bytes)) bytes = inflated = gunzip(bytes, source, options.max_decompressed_bytes);
+  CsvParser parser{source, options};
   return dispatch_csv(options.feature_dtype, [&](auto f) {
-    return dispatch_csv(options.label_dtype, [&](auto l) { return parser.parse<decltype(f), decltype(l)>(text); });
+    return dispatch_csv(options.label_dtype, [&](auto l) { return parser.parse<decltype(f), decltype(l)>(bytes); });
   });
+}
+
+std::vector<Tensor> read_csv_table(const std::string& path, const CsvOptions& options) {
+  // The raw bytes: parse_csv_table inflates them, under the options' bound.
+  return parse_csv_table(read_file(path, 0, Gunzip::kNever), options, path);
 }
 
 }  // namespace stepscope

@@ -12,6 +12,7 @@
 
 #include "stepscope/ops/data_ops.h"
 #include "stepscope/train/csv.h"
+#include "stepscope/train/idx.h"
 
 namespace stepscope {
 namespace data_internal {
@@ -664,6 +665,28 @@ std::shared_ptr<SlicesDataset> make_slices(const std::vector<Tensor>& components
 
 Dataset Dataset::csv(const std::string& path, const CsvOptions& options) {
   return Dataset(std::make_shared<SlicesDataset>(read_csv_table(path, options), csv_description(path, options)));
+}
+
+Dataset Dataset::from_idx(const std::string& images_path, const std::string& labels_path) {
+  const Tensor images = read_idx(images_path), labels = read_idx(labels_path);
+  if (images.rank() < 1 || labels.rank() != 1 || labels.dim(0) != images.dim(0) || !is_integer(labels.dtype()))
+    throw InvalidArgumentError("Dataset::from_idx: '" + labels_path + "' (" + std::string(dtype_name(labels.dtype())) +
+                               labels.shape().to_string() + ") must hold one integer label per image of '" +
+                               images_path + "' (" + images.shape().to_string() + ")");
+  const int64_t n = images.dim(0);
+  if (n == 0) throw InvalidArgumentError("Dataset::from_idx: '" + images_path + "' holds no images");
+  const int64_t pixels = images.num_elements() / n;
+  Tensor features(DType::kFloat32, Shape{n, pixels});
+  float* out = features.data<float>();
+  if (images.dtype() == DType::kInt32) {
+    for (int32_t v : images.flat<int32_t>()) *out++ = static_cast<float>(v);
+  } else if (images.dtype() == DType::kFloat64) {
+    for (double v : images.flat<double>()) *out++ = static_cast<float>(v);
+  } else {
+    std::memcpy(out, images.raw_data(), static_cast<size_t>(images.bytes()));
+  }
+  return Dataset(std::make_shared<SlicesDataset>(std::vector<Tensor>{features, labels},
+                                                 "idx(" + images_path + ", " + labels_path + ")"));
 }
 
 Dataset Dataset::from_tensor_slices(const std::vector<Tensor>& components) {

@@ -51,6 +51,9 @@ struct CsvOptions {
   DType label_dtype = DType::kInt32;      // same choice
   int header_lines = 0;                   // lines skipped at the top of the file
   char delimiter = ',';
+  // A gzip file may inflate to at most this many bytes (ResourceExhaustedError naming the file
+  // and the limit beyond it): a small .gz can hold gigabytes. 1 GiB fits real data sets.
+  uint64_t max_decompressed_bytes = uint64_t{1} << 30;
 };
 
 // What one element is made of: a dtype and a (possibly partial) shape per component.
@@ -115,6 +118,11 @@ class Dataset {
   // count from 1). Blank lines are skipped; fields are numbers, optionally padded with spaces
   // (no quoting).
   static Dataset csv(const std::string& path, const CsvOptions& options = {});
+  // MNIST-style IDX files (plain or gzip; see idx.h): each element is (image, label) with the
+  // image flattened to a float32 vector of its pixels as stored (0..255 for MNIST: scale with
+  // map() if wanted) and the label an int32, as Dataset::csv gives them. The labels file must
+  // be a vector with one label per image (InvalidArgumentError naming both files otherwise).
+  static Dataset from_idx(const std::string& images_path, const std::string& labels_path);
   // Slices each tensor along its first dimension (all must have the same size there): element i
   // is (components[0][i], components[1][i], ...). The tensors are copied.
   static Dataset from_tensor_slices(const std::vector<Tensor>& components);

@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/ops/kernels/proto_wire.h"
 
 namespace stepscope {
@@ -422,35 +423,62 @@ std::string hex32(uint32_t v) {
 
 }  // namespace
 
-std::optional<std::string> EventFileReader::read_record() {
-  const std::string where = "record at offset " + std::to_string(offset_) + " of event file '" + path_ + "'";
-  unsigned char header[12];
-  const size_t got = pread_fully(fd_, header, sizeof(header), offset_, path_);
-  if (got == 0) return std::nullopt;
-  if (got < sizeof(header))
-    throw DataLossError("truncated " + where + ": " + std::to_string(got) + " of the 12 header bytes");
+namespace {
+
+std::string record_where(uint64_t offset, const std::string& path) {
+  return "record at offset " + std::to_string(offset) + " of event file '" + path + "'";
+}
+
+// The data length a record's 12 header bytes give, after checking their checksum and that the
+// data and its footer fit in the `available` bytes after the header (a length is never trusted
+// before it is compared with the file's size, so it cannot make the reader allocate).
+uint64_t record_length(const unsigned char* header, uint64_t available, uint64_t offset, const std::string& path) {
   const uint64_t length = get_le(header, 8);
   const uint32_t stored = static_cast<uint32_t>(get_le(header + 8, 4));
   const uint32_t computed = crc32c_mask(crc32c(header, 8));
   if (stored != computed)
-    throw DataLossError("corrupted " + where + ": length checksum mismatch (stored " + hex32(stored) + ", computed " +
-                        hex32(computed) + ")");
+    throw DataLossError("corrupted " + record_where(offset, path) + ": length checksum mismatch (stored " +
+                        hex32(stored) + ", computed " + hex32(computed) + ")");
+  if (length > available || available - length < 4)
+    throw DataLossError("truncated " + record_where(offset, path) + ": it needs " + std::to_string(length) +
+                        " data bytes and a 4-byte checksum, the file has " + std::to_string(available) + " more bytes");
+  return length;
+}
+
+void check_record_data(std::string_view data, const unsigned char* footer, uint64_t offset, const std::string& path) {
+  const uint32_t stored = static_cast<uint32_t>(get_le(footer, 4));
+  const uint32_t computed = crc32c_mask(crc32c(data));
+  if (stored != computed)
+    throw DataLossError("corrupted " + record_where(offset, path) + ": data checksum mismatch (stored " +
+                        hex32(stored) + ", computed " + hex32(computed) + ")");
+}
+
+Event record_event(std::string_view data, uint64_t offset, const std::string& path) {
+  std::string why;
+  std::optional<Event> event = Event::parse(data, &why);
+  if (!event) throw DataLossError(record_where(offset, path) + " is not an Event: " + why);
+  return std::move(*event);
+}
+
+}  // namespace
+
+std::optional<std::string> EventFileReader::read_record() {
+  unsigned char header[12];
+  const size_t got = pread_fully(fd_, header, sizeof(header), offset_, path_);
+  if (got == 0) return std::nullopt;
+  if (got < sizeof(header))
+    throw DataLossError("truncated " + record_where(offset_, path_) + ": " + std::to_string(got) +
+                        " of the 12 header bytes");
   struct stat st;
   if (::fstat(fd_, &st) != 0) throw_os_error(errno, "cannot read event file '" + path_ + "'");
   const uint64_t available = static_cast<uint64_t>(st.st_size) > offset_ + 12 ? st.st_size - offset_ - 12 : 0;
-  if (length > available || available - length < 4)
-    throw DataLossError("truncated " + where + ": it needs " + std::to_string(length) +
-                        " data bytes and a 4-byte checksum, the file has " + std::to_string(available) + " more bytes");
+  const uint64_t length = record_length(header, available, offset_, path_);
   std::string data(length, '\0');
   unsigned char footer[4];
   if (pread_fully(fd_, data.data(), length, offset_ + 12, path_) != length ||
       pread_fully(fd_, footer, 4, offset_ + 12 + length, path_) != 4)
-    throw DataLossError("truncated " + where + ": the file ended while it was read");
-  const uint32_t stored_data = static_cast<uint32_t>(get_le(footer, 4));
-  const uint32_t computed_data = crc32c_mask(crc32c(data));
-  if (stored_data != computed_data)
-    throw DataLossError("corrupted " + where + ": data checksum mismatch (stored " + hex32(stored_data) +
-                        ", computed " + hex32(computed_data) + ")");
+    throw DataLossError("truncated " + record_where(offset_, path_) + ": the file ended while it was read");
+  check_record_data(data, footer, offset_, path_);
   offset_ += 12 + length + 4;
   return data;
 }
@@ -459,19 +487,30 @@ std::optional<Event> EventFileReader::read_event() {
   const uint64_t at = offset_;
   std::optional<std::string> record = read_record();
   if (!record) return std::nullopt;
-  std::string why;
-  std::optional<Event> event = Event::parse(*record, &why);
-  if (!event)
-    throw DataLossError("record at offset " + std::to_string(at) + " of event file '" + path_ +
-                        "' is not an Event: " + why);
-  return event;
+  return record_event(*record, at, path_);
+}
+
+std::vector<Event> parse_events(std::string_view bytes, const std::string& source) {
+  std::vector<Event> events;
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  uint64_t offset = 0;
+  while (offset < bytes.size()) {
+    const uint64_t left = bytes.size() - offset;
+    if (left < 12)
+      throw DataLossError("truncated " + record_where(offset, source) + ": " + std::to_string(left) +
+                          " of the 12 header bytes");
+    const uint64_t length = record_length(p + offset, left - 12, offset, source);
+    const std::string_view data = bytes.substr(offset + 12, length);
+    check_record_data(data, p + offset + 12 + length, offset, source);
+    events.push_back(record_event(data, offset, source));
+    offset += 12 + length + 4;
+  }
+  return events;
 }
 
 std::vector<Event> read_events(const std::string& path) {
-  EventFileReader reader(path);
-  std::vector<Event> events;
-  while (std::optional<Event> e = reader.read_event()) events.push_back(std::move(*e));
-  return events;
+  // The whole file at once (it is what the caller asked for): its size bounds the memory.
+  return parse_events(read_file(path, 0, Gunzip::kNever), path);
 }
 
 std::vector<std::string> list_event_files(const std::string& dir) {

@@ -149,8 +149,16 @@ class EventFileReader {
   uint64_t offset_ = 0;
 };
 
-// Every event of a file, all checksums checked.
+// Every event of a file, all checksums checked (errors as EventFileReader's; the whole file is
+// read into memory first).
 std::vector<Event> read_events(const std::string& path);
+// The same for a file's bytes; `source` names them in errors. read_events reads the file and
+// calls this.
+//
+// Limits: a record's length is checked against its header checksum and against the bytes left
+// before anything is allocated for it, so memory never exceeds the input's size (plus the
+// decoded events); an Event's nested lengths are checked the same way (proto_wire.h).
+std::vector<Event> parse_events(std::string_view bytes, const std::string& source);
 // The event files (basename contains "tfevents") directly in `dir`, in the order TensorBoard
 // reads them (by name); empty when `dir` does not exist.
 std::vector<std::string> list_event_files(const std::string& dir);

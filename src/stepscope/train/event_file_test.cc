@@ -565,6 +565,29 @@ TEST_F(EventFileReaderCorruption, ARecordThatIsNotAnEventIsDataLoss) {
       HasSubstr("record at offset " + std::to_string(first_size_) + " of event file '" + path_ + "' is not an Event"));
 }
 
+// The in-memory entry point (for fuzzing): what read_events gives, with the same checks; a
+// record's length is compared with the bytes left before anything is allocated for it.
+TEST_F(EventFileReaderCorruption, ParseEventsFromBytes) {
+  const std::vector<Event> events = parse_events(contents_, "mem");
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[3].step, 3);
+  EXPECT_EQ(read_events(path_).size(), 4u);
+  EXPECT_TRUE(parse_events("", "mem").empty());
+  EXPECT_THAT(error_text<DataLossError>([&] { parse_events(contents_.substr(0, first_size_ + 7), "mem"); }),
+              HasSubstr("truncated record at offset " + std::to_string(first_size_) +
+                        " of event file 'mem': 7 of the 12 header bytes"));
+  // A header claiming 2^62 bytes, with a valid checksum.
+  std::string header(12, '\0');
+  header[7] = 0x40;
+  const uint32_t crc = crc32c_mask(crc32c(header.data(), 8));
+  std::memcpy(header.data() + 8, &crc, 4);
+  EXPECT_THAT(error_text<DataLossError>([&] { parse_events(header + "abcd", "mem"); }),
+              HasSubstr("truncated record at offset 0 of event file 'mem': it needs 4611686018427387904 data bytes"));
+  std::string bad = contents_;
+  bad[first_size_ + 14] ^= 0x01;
+  EXPECT_THAT(error_text<DataLossError>([&] { parse_events(bad, "mem"); }), HasSubstr("data checksum mismatch"));
+}
+
 TEST(EventFileReader, MissingFileIsNotFound) {
   EXPECT_THAT(error_text<NotFoundError>([] { EventFileReader r("/nonexistent/events.out.tfevents.1"); }),
               HasSubstr("/nonexistent/events.out.tfevents.1"));

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +13,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "stepscope/base/file_io.h"
 
 namespace stepscope {
 
@@ -198,11 +199,6 @@ uint64_t get_u64_le(const char* in) {
   return v;
 }
 
-std::string parent_dir(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  return dir.empty() ? "." : dir;
-}
-
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -212,12 +208,6 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
-  // Closes now and reports close()'s error (it can be the first sign of a failed write).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
 
  private:
   int fd_;
@@ -542,7 +532,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   Layout l = layout_of(tensors, metadata);
-  write_file_atomically(path, pieces_of(l));
+  write_file_atomically(path, pieces_of(l), {.sync = true});
 }
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
@@ -575,50 +565,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
   read_at(text.data(), 8, n);
   Header h = parse_header(text, file_size, path);
   return materialize(h, path, read_at);
-}
-
-void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces) {
-  static std::atomic<uint64_t> sequence{0};
-  const std::string dir = parent_dir(path);
-  std::string tmp;
-  int fd_raw = -1;
-  for (int attempt = 0; fd_raw < 0; ++attempt) {
-    tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(sequence++);
-    fd_raw = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_raw >= 0) break;
-    int err = errno;
-    if (err == EEXIST && attempt < 100) continue;  // left over by a dead process that had our pid
-    if (err == ENOENT || err == ENOTDIR)
-      throw NotFoundError("cannot write '" + path + "': directory '" + dir + "' does not exist");
-    if (err == EACCES || err == EPERM || err == EROFS)
-      throw PermissionDeniedError("cannot write '" + path + "': directory '" + dir +
-                                  "' is not writable: " + std::strerror(err));
-    throw_os_error(err, "cannot write '" + path + "'");
-  }
-  Fd fd(fd_raw);
-  auto fail = [&](int err, const std::string& what) {
-    ::unlink(tmp.c_str());
-    throw_os_error(err, "cannot write '" + path + "': " + what);
-  };
-  for (std::string_view piece : pieces) {
-    const char* p = piece.data();
-    size_t left = piece.size();
-    while (left > 0) {
-      ssize_t put = ::write(fd.get(), p, std::min<size_t>(left, 1 << 30));
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) fail(errno, "write failed");
-      p += put, left -= put;
-    }
-  }
-  if (::fsync(fd.get()) != 0) fail(errno, "fsync failed");
-  if (int err = fd.close(); err != 0) fail(err, "close failed");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(errno, "rename from '" + tmp + "' failed");
-  // Make the rename itself durable; file systems that cannot fsync a directory lose nothing here.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
 }
 
 }  // namespace stepscope

@@ -11,6 +11,12 @@
 // write never leaves a half-written file at `path` and never damages an existing one. The reader
 // runs the reference implementation's checks in its order and never trusts the file: anything
 // malformed is a DataLossError naming the file and the problem.
+//
+// Limits (checked before any tensor is allocated): the JSON header is at most
+// kSafetensorsMaxHeaderSize bytes and within the file; offsets are contiguous from 0 and cover
+// the data exactly; each tensor's shape product times its dtype's size is computed with overflow
+// checks and must equal its offsets' span, so the tensors together are exactly the file's data
+// bytes; JSON nesting is at most 128 deep; rank at most Shape::kMaxRank.
 #pragma once
 
 #include <map>
@@ -54,11 +60,5 @@ SafetensorsFile load_safetensors(const std::string& path);
 // The same format in memory (what the file functions use). `source` names the bytes in errors.
 std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source = "<memory>");
-
-// Replaces `path` atomically with the concatenation of `pieces`: writes `<path>.tmp-<pid>-<n>` in
-// the same directory, fsyncs it, renames it over `path` and fsyncs the directory. On any failure
-// the temporary file is removed and `path` is left as it was. Errors name the path (and the
-// directory when that is what is missing or read-only).
-void write_file_atomically(const std::string& path, const std::vector<std::string_view>& pieces);
 
 }  // namespace stepscope

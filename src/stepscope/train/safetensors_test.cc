@@ -578,15 +578,5 @@ TEST(SafetensorsFiles, FailedWriteKeepsTheOldFile) {
   EXPECT_EQ(load_safetensors(path).tensors[0].second.scalar_value<float>(), 1.0f);
 }
 
-TEST(SafetensorsFiles, WriteFileAtomicallyConcatenatesPieces) {
-  TempDir dir;
-  write_file_atomically(dir.file("f"), {"ab", "", "cd"});
-  EXPECT_EQ(read_bytes(dir.file("f")), "abcd");
-  // A directory in the way is refused, and the temporary file is removed.
-  fs::create_directory(dir.file("sub"));
-  EXPECT_THROW(write_file_atomically(dir.file("sub"), {"x"}), FailedPreconditionError);
-  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"f", "sub"}));
-}
-
 }  // namespace
 }  // namespace stepscope

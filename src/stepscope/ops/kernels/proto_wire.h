@@ -5,6 +5,11 @@
 // its default is not written (callers decide; these helpers always write what they are given).
 // The Reader accepts fields in any order and skips the ones a caller does not know; groups
 // (wire types 3 and 4, long deprecated) are treated as malformed input.
+//
+// Limits, for untrusted input: a length is checked against the bytes left before it is used (a
+// length-delimited field is a view into the input, never a copy sized by the claim); varints
+// are at most ten bytes and 64 bits; decoded integers are handed over as they are (int64 by
+// two's complement), so any arithmetic on them is the caller's to check.
 #pragma once
 
 #include <bit>
@@ -151,7 +156,7 @@ class Reader {
 
   // Skips a field whose key was just read; `raw` (optional) receives the field's bytes,
   // key included, so unknown fields can be written back verbatim.
-  bool skip(uint32_t field_start, WireType type, std::string* raw = nullptr) {
+  bool skip(size_t field_start, WireType type, std::string* raw = nullptr) {
     uint64_t u64;
     uint32_t u32;
     std::string_view b;

@@ -67,11 +67,22 @@ class Reader {
     const uint64_t v = varint();
     return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
   }
-  // A count of items each taking at least one byte: bounded by what is left.
-  size_t count() {
+  // A count of items each taking at least `min_bytes` bytes: bounded by what is left, so a
+  // count can never make the reader allocate more than a constant times the file's size.
+  size_t count(size_t min_bytes = 1) {
     const uint64_t n = varint();
-    if (n > bytes_.size() - pos_) fail("a count exceeds the data");
+    if (n > (bytes_.size() - pos_) / min_bytes)
+      fail("a count (" + std::to_string(n) + ") exceeds the data (" + std::to_string(bytes_.size() - pos_) +
+           " bytes left)");
     return static_cast<size_t>(n);
+  }
+  // base + a zigzag delta; the sum must fit (signed overflow is undefined behaviour).
+  int64_t zz_plus(int64_t base, const char* what) {
+    const int64_t delta = zz();
+    int64_t sum;
+    if (__builtin_add_overflow(base, delta, &sum))
+      fail(std::string(what) + " out of range (" + std::to_string(base) + " + " + std::to_string(delta) + ")");
+    return sum;
   }
   std::string str() {
     const size_t n = count();
@@ -230,7 +241,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
       case 'M': {
         if (have_model) r.fail("two model chunks");
         have_model = true;
-        const size_t count = r.count();
+        const size_t count = r.count(12);
         for (size_t i = 0; i < count; ++i) {
           ModelNode m;
           m.name = r.str();
@@ -238,8 +249,14 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           m.location.file = r.str();
           m.location.line = static_cast<int>(r.varint());
           m.location.function = r.str();
-          m.graph_id = static_cast<int32_t>(r.zz());
-          const size_t inputs = r.count();
+          // Graph ids index a table (by_graph_id_); every node of a graph is in the model, so
+          // an id is below the model's node count.
+          const int64_t graph_id = r.zz();
+          if (graph_id < -1 || graph_id >= static_cast<int64_t>(count))
+            r.fail("node '" + m.name + "': graph_id " + std::to_string(graph_id) + " is out of range [-1, " +
+                   std::to_string(count) + ")");
+          m.graph_id = static_cast<int32_t>(graph_id);
+          const size_t inputs = r.count(2);
           for (size_t k = 0; k < inputs; ++k) {
             const uint64_t producer = r.varint();
             if (producer >= count) r.fail("input index out of range");
@@ -283,7 +300,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
         StepData& data = model.steps[step];
         data.base_ns = r.zz();
         data.base_wall_ns = r.zz();
-        data.nodes.resize(r.count());
+        data.nodes.resize(r.count(11));
         for (NodeStep& s : data.nodes) {
           s.node = node_index(r.varint());
           s.run_count = static_cast<int32_t>(r.varint());
@@ -295,17 +312,17 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           s.output_bytes = r.zz();
           s.float_ops = r.zz();
           s.all_start_micros = r.zz();
-          s.latest_end_micros = s.all_start_micros + r.zz();
+          s.latest_end_micros = r.zz_plus(s.all_start_micros, "latest_end_micros");
         }
-        data.execs.resize(r.count());
+        data.execs.resize(r.count(8));
         for (ExecRecord& e : data.execs) {
           e.node = node_index(r.varint());
           const uint64_t device = r.varint();
           if (device >= model.devices.size()) r.fail("device index out of range");
           e.device = static_cast<int32_t>(device);
           e.thread_id = static_cast<uint32_t>(r.varint());
-          e.all_start_ns = data.base_ns + r.zz();
-          e.scheduled_ns = e.all_start_ns + r.zz();
+          e.all_start_ns = r.zz_plus(data.base_ns, "all_start_ns");
+          e.scheduled_ns = r.zz_plus(e.all_start_ns, "scheduled_ns");
           e.op_start_rel_ns = r.zz();
           e.op_end_rel_ns = r.zz();
           e.all_end_rel_ns = r.zz();

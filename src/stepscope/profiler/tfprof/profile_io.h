@@ -49,6 +49,12 @@ std::string encode_end_chunk(size_t num_steps);
 
 // Parses a whole file; DataLossError "corrupt profile file '<path>': <what>" on anything
 // malformed (bad magic, unknown version, truncation, CRC mismatch, out-of-range indices).
+//
+// Limits, all from the file itself, checked before anything is allocated: a chunk's size is
+// within the bytes left; a count of items is at most the bytes left divided by the smallest
+// encoding of one item (model node 12 bytes, input 2, node step 11, exec 8), so memory stays a
+// constant times the file's size; node indices are below the node count, graph_id in [-1, node
+// count), device indices below the device count; times rebuilt from deltas must fit int64.
 ProfileModel decode_profile(std::string_view bytes, const std::string& path);
 
 }  // namespace stepscope::tfprof

@@ -10,7 +10,7 @@
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/views.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
@@ -234,9 +234,9 @@ void Profiler::save(const std::filesystem::path& path) const {
   write_file_atomically(path, serialize_to_string(), /*gzip=*/path.extension() == ".gz");
 }
 
-Profiler Profiler::load(const std::filesystem::path& path) {
+Profiler Profiler::load(const std::filesystem::path& path, uint64_t max_decompressed_bytes) {
   Profiler p;
-  p.impl_->model = tfprof::decode_profile(read_file(path), path.string());
+  p.impl_->model = tfprof::decode_profile(read_file(path, max_decompressed_bytes), path.string());
   for (const auto& [step, data] : p.impl_->model.steps)
     p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
   return p;

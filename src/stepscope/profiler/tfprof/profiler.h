@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "stepscope/base/file_io.h"
 #include "stepscope/profiler/tfprof/advisor.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/options.h"
@@ -108,8 +109,11 @@ class Profiler {
   // once, when added (100 steps of an MLP: ~155 KB, well under a millisecond).
   std::string serialize_to_string() const;
   void save(const std::filesystem::path& path) const;
-  // DataLossError naming the file when it is not a valid profile; NotFoundError when missing.
-  static Profiler load(const std::filesystem::path& path);
+  // DataLossError naming the file when it is not a valid profile (profile_io.h lists the
+  // checks); NotFoundError when missing; ResourceExhaustedError naming it and the limit when a
+  // ".gz" file inflates past `max_decompressed_bytes`.
+  static Profiler load(const std::filesystem::path& path,
+                       uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes);
 
   // Where the views' text goes for output "stdout" (default std::cout) and TensorFlow's
   // diagnostics (default std::cerr).

@@ -11,7 +11,7 @@
 #include "stepscope/base/error.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/profiler/trace_validator.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"

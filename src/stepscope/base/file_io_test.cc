@@ -1,10 +1,13 @@
-#include "stepscope/profiler/trace_file.h"
+#include "stepscope/base/file_io.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <sys/wait.h>
+
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -16,10 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TraceFileTest : public ::testing::Test {
+class FileIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepscope_trace_file_" + std::to_string(::getpid()) + "_" +
+    dir_ = fs::temp_directory_path() / ("stepscope_file_io_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
@@ -48,7 +51,7 @@ std::string sample(size_t n) {
   return s;
 }
 
-TEST_F(TraceFileTest, PlainRoundTripAndNoTemporaryLeft) {
+TEST_F(FileIoTest, PlainRoundTripAndNoTemporaryLeft) {
   const std::string text = sample(100'000);
   write_file_atomically(dir_ / "t.json", text);
   EXPECT_EQ(read_file(dir_ / "t.json"), text);
@@ -58,7 +61,7 @@ TEST_F(TraceFileTest, PlainRoundTripAndNoTemporaryLeft) {
   EXPECT_EQ(entries(), std::vector<std::string>{"t.json"});
 }
 
-TEST_F(TraceFileTest, GzipIsOneMember) {
+TEST_F(FileIoTest, GzipIsOneMember) {
   const std::string text = sample(3'000'000);  // several deflate output chunks
   write_file_atomically(dir_ / "t.json.gz", text, /*gzip=*/true);
   const std::string bytes = raw(dir_ / "t.json.gz");
@@ -81,7 +84,7 @@ TEST_F(TraceFileTest, GzipIsOneMember) {
   EXPECT_EQ(read_file(dir_ / "t.json.gz"), text);
 }
 
-TEST_F(TraceFileTest, ReadsMultiMemberGzip) {
+TEST_F(FileIoTest, ReadsMultiMemberGzip) {
   std::string two;
   gzip_append(two, "abc");
   gzip_append(two, "def");
@@ -89,7 +92,7 @@ TEST_F(TraceFileTest, ReadsMultiMemberGzip) {
   EXPECT_EQ(read_file(dir_ / "x.gz"), "abcdef");
 }
 
-TEST_F(TraceFileTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
+TEST_F(FileIoTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
   std::string gz;
   gzip_append(gz, sample(10'000));
   write_file_atomically(dir_ / "trunc.json.gz", gz.substr(0, gz.size() / 2));
@@ -103,7 +106,7 @@ TEST_F(TraceFileTest, CorruptOrTruncatedGzipIsDataLossNamingTheFile) {
   EXPECT_THROW(read_file(dir_ / "bad.json.gz"), DataLossError);
 }
 
-TEST_F(TraceFileTest, MissingDirectoryErrorNamesThePath) {
+TEST_F(FileIoTest, MissingDirectoryErrorNamesThePath) {
   const fs::path path = dir_ / "no" / "such" / "dir" / "timeline-1.json";
   try {
     write_file_atomically(path, "x");
@@ -127,7 +130,7 @@ TEST_F(TraceFileTest, MissingDirectoryErrorNamesThePath) {
   }
 }
 
-TEST_F(TraceFileTest, ReadOnlyDirectoryErrorNamesThePath) {
+TEST_F(FileIoTest, ReadOnlyDirectoryErrorNamesThePath) {
   fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec);
   // Root writes into read-only directories: run the write as "nobody" (the directory is root's).
   const uid_t user = ::geteuid();
@@ -146,7 +149,7 @@ TEST_F(TraceFileTest, ReadOnlyDirectoryErrorNamesThePath) {
 
 // A write that fails half-way (here: the file size limit, which binds root too) leaves the
 // file that was there as it was, and no temporary behind.
-TEST_F(TraceFileTest, FailedWriteLeavesTheExistingFileUntouched) {
+TEST_F(FileIoTest, FailedWriteLeavesTheExistingFileUntouched) {
   const fs::path path = dir_ / "timeline-7.json";
   write_file_atomically(path, "the previous trace");
   struct rlimit old_limit;
@@ -174,11 +177,103 @@ TEST_F(TraceFileTest, FailedWriteLeavesTheExistingFileUntouched) {
   EXPECT_EQ(entries(), std::vector<std::string>{"timeline-7.json"});
 }
 
-TEST_F(TraceFileTest, ADirectoryInThePathsPlaceIsAnErrorAndLeavesNoTemporary) {
+TEST_F(FileIoTest, ADirectoryInThePathsPlaceIsAnErrorAndLeavesNoTemporary) {
   fs::create_directories(dir_ / "t.json");
   EXPECT_THROW(write_file_atomically(dir_ / "t.json", "x"), Error);
   EXPECT_EQ(entries(), std::vector<std::string>{"t.json"});
   EXPECT_TRUE(fs::is_directory(dir_ / "t.json"));
+}
+
+TEST_F(FileIoTest, WriteFileAtomicallyConcatenatesPieces) {
+  write_file_atomically(dir_ / "f", std::vector<std::string_view>{"ab", "", "cd"}, {.sync = true});
+  EXPECT_EQ(read_file(dir_ / "f"), "abcd");
+  write_file_atomically(dir_ / "g.gz", std::vector<std::string_view>{"ab", "", "cd"}, {.gzip = true});
+  EXPECT_EQ(read_file(dir_ / "g.gz"), "abcd");
+  // A directory in the way is refused, and the temporary file is removed.
+  fs::create_directory(dir_ / "sub");
+  EXPECT_THROW(write_file_atomically(dir_ / "sub", std::vector<std::string_view>{"x"}), FailedPreconditionError);
+  EXPECT_EQ(entries(), (std::vector<std::string>{"f", "g.gz", "sub"}));
+}
+
+// Issue 12 (5): a small .gz could inflate without bound (a 4.3 MB file took 1.1 GB) and fail with
+// an untyped bad_alloc; the bound is a typed error naming the file and the limit.
+TEST_F(FileIoTest, GunzipIsBoundedAndTheErrorNamesTheFileAndTheLimit) {
+  const std::string zeros(1 << 20, '\0');
+  std::string gz;
+  gzip_append(gz, zeros);
+  ASSERT_LT(gz.size(), 5000u);
+  EXPECT_EQ(gunzip(gz, "mem", zeros.size()), zeros);  // exactly at the limit is fine
+  try {
+    gunzip(gz, "mem", zeros.size() - 1);
+    FAIL() << "no error";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("mem: gzip data inflates past the limit of 1048575 bytes", 0), 0u)
+        << e.what();
+  }
+  write_file_atomically(dir_ / "zeros.pb.gz", zeros, /*gzip=*/true);
+  try {
+    read_file(dir_ / "zeros.pb.gz", 4096);
+    FAIL() << "no error";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_NE(std::string(e.what()).find((dir_ / "zeros.pb.gz").string() + ": gzip data inflates past the limit of 4096"),
+              std::string::npos)
+        << e.what();
+  }
+  // By content: any name; plain files are returned as they are.
+  fs::copy_file(dir_ / "zeros.pb.gz", dir_ / "zeros.bin");
+  EXPECT_EQ(read_file(dir_ / "zeros.bin", kDefaultMaxDecompressedBytes, Gunzip::kByContent), zeros);
+  EXPECT_EQ(read_file(dir_ / "zeros.bin", kDefaultMaxDecompressedBytes, Gunzip::kNever), gz);
+  EXPECT_THROW(read_file(dir_ / "zeros.bin", 10, Gunzip::kByContent), ResourceExhaustedError);
+  write_file_atomically(dir_ / "plain.txt", "plain");
+  EXPECT_EQ(read_file(dir_ / "plain.txt", 1, Gunzip::kByContent), "plain");
+  EXPECT_EQ(kDefaultMaxDecompressedBytes, uint64_t{1} << 30);
+}
+
+// Issue 12 (8): temporary files of writers killed mid-write stayed forever (379 MB after 50
+// kills of a checkpoint writer). The next writer in the directory removes those whose owner is
+// gone, and only those.
+TEST_F(FileIoTest, OrphanedTemporariesOfKilledWritersAreRemovedByTheNextWriter) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A writer that dies in the middle: its temporary file is half written.
+    const std::string tmp = (dir_ / ("model.ckpt-7.safetensors.tmp-" + std::to_string(::getpid()) + "-0")).string();
+    std::ofstream(tmp) << "half of a checkpoint";
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const std::string orphan = "model.ckpt-7.safetensors.tmp-" + std::to_string(child) + "-0";
+  ASSERT_TRUE(fs::exists(dir_ / orphan));
+
+  // Files that must stay: a live writer's (this process, written now), another program's names.
+  const std::string live = "timeline-1.json.tmp-" + std::to_string(::getpid()) + "-99";
+  for (const std::string& name : {live, std::string("notes.tmp"), std::string("a.tmp-x-1"),
+                                  std::string("b.tmp-12-"), std::string("c.tmp--3")})
+    std::ofstream(dir_ / name) << "keep";
+  // This pid's file from before this process started: the pid was reused, the writer is gone.
+  const std::string reused = "run_metadata-3.pb.tmp-" + std::to_string(::getpid()) + "-5";
+  std::ofstream(dir_ / reused) << "stale";
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(24 * 365 * 30);
+  fs::last_write_time(dir_ / reused, old);
+
+  write_file_atomically(dir_ / "checkpoint", "model_checkpoint_path: \"model.ckpt-8\"\n");
+  EXPECT_FALSE(fs::exists(dir_ / orphan));
+  EXPECT_FALSE(fs::exists(dir_ / reused));
+  EXPECT_EQ(entries(), (std::vector<std::string>{"a.tmp-x-1", "b.tmp-12-", "c.tmp--3", "checkpoint", "notes.tmp",
+                                                 live}));
+  // Pid 1 is alive and started long before this file: its file stays.
+  std::ofstream(dir_ / "x.tmp-1-0") << "init's";
+  EXPECT_EQ(remove_orphaned_temporaries(dir_), 0u);
+  EXPECT_TRUE(fs::exists(dir_ / "x.tmp-1-0"));
 }
 
 }  // namespace

@@ -1,0 +1,109 @@
+#include "stepscope/profiler/tfprof/profile_io.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include "stepscope/base/error.h"
+
+namespace stepscope::tfprof {
+namespace {
+
+// Hand-made pieces of a profile file (profile_io.h's layout), for inputs the encoder never makes.
+void varint(std::string& out, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>((v & 0x7f) | 0x80);
+  out += static_cast<char>(v);
+}
+void zz(std::string& out, int64_t v) { varint(out, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+std::string chunk(char tag, const std::string& payload) {
+  std::string out(1, tag);
+  auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  };
+  u32(static_cast<uint32_t>(payload.size()));
+  out += payload;
+  u32(static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size())));
+  return out;
+}
+
+// One node "a" on one device; the CRCs are right, so only the content is at fault.
+ProfileModel one_node_model(int32_t graph_id = 0) {
+  ProfileModel model;
+  ModelNode a;
+  a.name = "a";
+  a.op = "Const";
+  a.graph_id = graph_id;
+  model.nodes.push_back(a);  // not add_node: that would index graph_id
+  model.devices = {"/job:localhost/replica:0/task:0/device:cpu:0"};
+  model.device_labels = {"/job:localhost/replica:0/task:0/device:CPU:0"};
+  return model;
+}
+
+std::string error_of(const std::string& bytes) {
+  try {
+    decode_profile(bytes, "crafted.profile");
+  } catch (const DataLossError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(ProfileIo, ValidHandMadeFileDecodes) {
+  const ProfileModel model = one_node_model();
+  const ProfileModel back =
+      decode_profile(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0), "x");
+  ASSERT_EQ(back.nodes.size(), 1u);
+  EXPECT_EQ(back.nodes[0].graph_id, 0);
+}
+
+// Issue 12 (3): one node's graph_id set to 4e8 made loading take 1.6 GB and 33 s (a table
+// indexed by it); at INT32_MAX it died with an untyped "vector::_M_fill_insert". A graph id is
+// below the model's node count, so anything else is corrupt.
+TEST(ProfileIo, GraphIdBeyondTheNodeCountIsCorrupt) {
+  for (int32_t id : {400'000'000, INT32_MAX, 1, -2}) {
+    const ProfileModel model = one_node_model(id);
+    const std::string e =
+        error_of(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0));
+    EXPECT_EQ(e, "corrupt profile file 'crafted.profile': node 'a': graph_id " + std::to_string(id) +
+                     " is out of range [-1, 1)");
+  }
+}
+
+// Counts are bounded by the bytes left divided by the smallest encoding of one item.
+TEST(ProfileIo, CountsBeyondTheDataAreCorrupt) {
+  std::string model;
+  varint(model, 1000);  // 1000 nodes need at least 12,000 bytes
+  model += std::string(100, '\0');
+  EXPECT_NE(error_of(encode_header() + chunk('M', model)).find("a count (1000) exceeds the data (100 bytes left)"),
+            std::string::npos);
+}
+
+// Issue 12 (6): times rebuilt from deltas overflowed int64 (undefined behaviour).
+TEST(ProfileIo, TimesThatOverflowAreCorrupt) {
+  const ProfileModel model = one_node_model();
+  const std::string head = encode_header() + encode_model_chunk(model) + encode_state_chunk(model);
+  {
+    std::string s;
+    zz(s, 1), zz(s, INT64_MAX), zz(s, 0);   // step, base_ns, base_wall_ns
+    varint(s, 0), varint(s, 1);              // no node steps, one exec
+    varint(s, 0), varint(s, 0), varint(s, 0);  // node, device, thread
+    zz(s, 1);                                // all_start_ns - base_ns: overflows
+    for (int i = 0; i < 4; ++i) zz(s, 0);
+    EXPECT_NE(error_of(head + chunk('S', s) + encode_end_chunk(1)).find("all_start_ns out of range"),
+              std::string::npos);
+  }
+  {
+    std::string s;
+    zz(s, 1), zz(s, 0), zz(s, 0);
+    varint(s, 1);
+    varint(s, 0), varint(s, 1);              // node, run_count
+    for (int i = 0; i < 7; ++i) zz(s, 0);    // micros, bytes, float_ops
+    zz(s, INT64_MAX), zz(s, 1);              // all_start_micros, then the end's delta: overflows
+    varint(s, 0);
+    EXPECT_NE(error_of(head + chunk('S', s) + encode_end_chunk(1)).find("latest_end_micros out of range"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace stepscope::tfprof
