@@ -48,9 +48,9 @@ PY
 # HTTP: request targets as a browser or a hostile client sends them (one per file, "METHOD target").
 mkdir -p fuzz/corpus/http_fuzzer
 i=0
-for request in 'GET /' 'GET /index.html' 'GET /files/timeline-200.json' 'GET /files/timeline-200.json?download=1' \
-               'GET /files/../checkpoint' 'GET /files/%2e%2e/%2e%2e/etc/passwd' 'HEAD /files/run_metadata-200.pb' \
-               'POST /' 'GET //etc/passwd' 'GET /files/sub%2Fdir/x.json'; do
+for request in 'GET /' 'GET /api/traces' 'GET /timeline-200.json' 'GET /run1/timeline-5.json?x=1' \
+               'GET /run1/../timeline-200.json' 'GET /%2e%2e/%2e%2e/etc/passwd' 'HEAD /run_metadata-200.pb' \
+               'POST /' 'GET //etc/passwd' 'GET /escape/secret.txt' 'GET /secret-link.json' 'GET /run1%2Ftimeline-5.json'; do
   printf '%s' "$request" > "fuzz/corpus/http_fuzzer/request-$i"; i=$((i + 1))
 done
 du -sh fuzz/corpus/*
