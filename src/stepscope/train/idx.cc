@@ -69,9 +69,13 @@ Tensor parse_idx(std::string_view bytes, const std::string& source) {
   std::vector<int64_t> dims(rank);
   uint64_t count = 1, data_bytes = 0;
   bool overflow = false;
+  // The running product must also fit a Shape's int64 element count, which is computed left to
+  // right: [2^23, 2^30, 2^30, 0] holds no element but is still refused, as TensorFlow refuses it.
+  int64_t running = 1;
   for (unsigned i = 0; i < rank; ++i) {
     dims[i] = get_be32(p + 4 + 4 * i);
     overflow |= __builtin_mul_overflow(count, static_cast<uint64_t>(dims[i]), &count);
+    overflow |= __builtin_mul_overflow(running, dims[i], &running);
   }
   overflow |= __builtin_mul_overflow(count, uint64_t{element}, &data_bytes);
   const uint64_t have = bytes.size() - header;

@@ -64,6 +64,11 @@ TEST(Idx, MalformedFilesAreDataLossNamingTheFile) {
   EXPECT_EQ(error(idx(0x0E, {0xffffffff, 0xffffffff}, "")),
             prefix + "dimensions [4294967295x4294967295] of 8-byte elements need more bytes than fit in 64 bits, the "
                      "file has 0");
+  // Even when a later dimension is 0 (found by the fuzzer: the Shape's left-to-right element
+  // count overflowed in the Tensor it was about to make).
+  EXPECT_EQ(error(idx(0x0D, {0x800000, 0x40000000, 0x40000000, 0}, "")),
+            prefix + "dimensions [8388608x1073741824x1073741824x0] of 4-byte elements need more bytes than fit in 64 "
+                     "bits, the file has 0");
 }
 
 TEST(Idx, ReadIdxGunzipsByContentWithABound) {

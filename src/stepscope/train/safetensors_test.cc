@@ -534,7 +534,9 @@ TEST(SafetensorsFiles, ReadOnlyDirectoryKeepsTheOldFile) {
   fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
   expect_error(
       [&] {
-        if (as_root) ASSERT_EQ(::seteuid(65534), 0);
+        if (as_root) {
+          ASSERT_EQ(::seteuid(65534), 0);
+        }
         try {
           save_safetensors(path, NamedTensors{{"x", Tensor::scalar<float>(2)}});
         } catch (...) {
