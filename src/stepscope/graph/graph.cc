@@ -86,7 +86,7 @@ Output Graph::output_by_name(std::string_view name) const {
   }
   Node* n = find_node(node_name);
   if (!n) throw NotFoundError("no node named '" + std::string(node_name) + "' in the graph");
-  if (index >= n->num_outputs())
+  if (index < 0 || index >= n->num_outputs())
     throw NotFoundError("node '" + n->name() + "' has no output " + std::to_string(index));
   return n->output(index);
 }
