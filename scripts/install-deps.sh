@@ -2,7 +2,7 @@
 # Installs the Debian packages stepscope builds and tests with, if any is missing.
 set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev)
+          zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
