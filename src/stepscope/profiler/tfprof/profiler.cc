@@ -141,8 +141,9 @@ struct Profiler::Impl {
 
 Profiler::Profiler() : impl_(std::make_unique<Impl>()) {}
 
-Profiler::Profiler(const Graph& graph) : Profiler() {
+Profiler::Profiler(const Graph& graph, ProfilerOptions options) : Profiler() {
   impl_->graph = &graph;
+  impl_->model.max_steps = options.max_steps;
   impl_->model.sync_graph(graph);
 }
 
@@ -155,6 +156,9 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   m.model.add_step(step, run_metadata, m.graph, *m.log);
   auto it = m.model.steps.find(step);
   if (it != m.model.steps.end()) m.step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
+  // The encoded steps follow the model's: those it dropped go.
+  while (!m.step_chunks.empty() && !m.model.steps.count(m.step_chunks.begin()->first))
+    m.step_chunks.erase(m.step_chunks.begin());
 }
 
 std::vector<int64_t> Profiler::steps() const {
@@ -217,7 +221,7 @@ std::string Profiler::serialize_to_string() const {
     m.model_chunk = tfprof::encode_model_chunk(m.model);
     m.model_chunk_version = m.model.structure_version;
   }
-  const std::string state = tfprof::encode_state_chunk(m.model);
+  const std::string state = tfprof::encode_state_chunk(m.model) + tfprof::encode_dropped_chunk(m.model);
   size_t size = m.model_chunk.size() + state.size() + 64;
   for (const auto& [_, chunk] : m.step_chunks) size += chunk.size();
   std::string bytes;
