@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds (Release) and runs every test; then builds and runs them
-# again under AddressSanitizer + UndefinedBehaviorSanitizer (clang), and runs every fuzz target for
-# FUZZ_SECONDS (default 30) each over its seed corpus (scripts/fuzz.sh).
+# again under AddressSanitizer + UndefinedBehaviorSanitizer (clang) and runs every fuzz target for
+# FUZZ_SECONDS (default 30) over its seed corpus (scripts/fuzz.sh); then the concurrency tests
+# (thread pool, executor, coordinator, monitored sessions, hooks, the trace server) under
+# ThreadSanitizer, which must report nothing. SKIP_SANITIZERS=1 / SKIP_TSAN=1 leave them out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -22,4 +24,19 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake --build build-asan -j"$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
   FUZZ_BUILD_DIR=build-asan scripts/fuzz.sh --seconds "${FUZZ_SECONDS:-30}"
+fi
+
+if [ "${SKIP_SANITIZERS:-0}" != 1 ] && [ "${SKIP_TSAN:-0}" != 1 ]; then
+  # Only the programs holding the concurrency tests are built, and only those tests run: the
+  # whole suite under TSan would cost the CI run far more than it finds.
+  tsan_tests='^(ThreadPool|Executor|Coordinator|MonitoredSession|MonitoredTrainingSession|SingularMonitoredSession|RunStepFn|ProfilerHookTest|ProfilerHook|TraceServerTest)\.'
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_TSAN=ON -DSTEPSCOPE_BENCHMARKS=OFF >/dev/null
+  cmake --build build-tsan -j"$jobs" --target base_test runtime_test hooks_test tools_test
+  # halt_on_error: the first report fails the test (exit code 66). OpenBLAS is not instrumented:
+  # one thread of it, so none of its work races with what TSan sees.
+  # scripts/tsan.supp: what an uninstrumented library (cpp-httplib) does is not judged.
+  supp="$PWD/scripts/tsan.supp"
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$supp" \
+     OPENBLAS_NUM_THREADS=1 \
+     ctest --output-on-failure -j"$jobs" -R "$tsan_tests")
 fi

@@ -33,11 +33,20 @@ bool Shape::fully_defined() const {
   return true;
 }
 
+int64_t Shape::known_elements() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) {
+    if (dims_[i] < 0) continue;
+    if (__builtin_mul_overflow(n, dims_[i], &n))
+      throw InvalidArgumentError("shape " + to_string() +
+                                 " has more elements than a 64-bit count can hold; check the dimensions");
+  }
+  return n;
+}
+
 int64_t Shape::num_elements() const {
   if (!fully_defined()) return -1;
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
-  return n;
+  return known_elements();
 }
 
 bool Shape::compatible_with(const Shape& other) const {

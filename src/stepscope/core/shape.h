@@ -32,7 +32,8 @@ class Shape {
 
   // True when the rank and every dimension are known.
   bool fully_defined() const;
-  // Product of the dimensions (1 for a scalar); -1 if not fully defined.
+  // Product of the dimensions (1 for a scalar); -1 if not fully defined. InvalidArgumentError
+  // when the product overflows int64 (a wrapped count would let a kernel index past its data).
   int64_t num_elements() const;
   // Compatible = could describe the same tensor (unknowns match anything).
   bool compatible_with(const Shape& other) const;
@@ -45,6 +46,9 @@ class Shape {
   friend bool operator==(const Shape& a, const Shape& b);
 
  private:
+  // Product of the known dimensions, checked for overflow.
+  int64_t known_elements() const;
+
   int8_t rank_ = 0;
   std::array<int64_t, kMaxRank> dims_{};
 };

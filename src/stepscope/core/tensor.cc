@@ -1,5 +1,6 @@
 #include "stepscope/core/tensor.h"
 
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -10,7 +11,13 @@ namespace stepscope {
 static_assert(sizeof(Buffer) <= 64, "the buffer header must fit before the 64-byte aligned data");
 
 Buffer* Buffer::create(Allocator* allocator, DType dtype, int64_t num_elements) {
-  const int64_t requested = num_elements * static_cast<int64_t>(dtype_size(dtype));
+  // A count that fits may still overflow once multiplied by the element size (or with the
+  // header added), and a wrapped size would allocate too little.
+  int64_t requested = 0;
+  if (num_elements < 0 || __builtin_mul_overflow(num_elements, static_cast<int64_t>(dtype_size(dtype)), &requested) ||
+      requested > std::numeric_limits<int64_t>::max() - static_cast<int64_t>(kHeaderSize))
+    throw InvalidArgumentError("cannot allocate a " + std::string(dtype_name(dtype)) + " buffer of " +
+                               std::to_string(num_elements) + " elements: its size in bytes overflows 64 bits");
   const size_t total = kHeaderSize + static_cast<size_t>(requested);
   int64_t id = 0;
   void* block = allocator->allocate(total, kAlignment, &id);
@@ -62,12 +69,15 @@ void Buffer::destroy() {
 Tensor::Tensor(DType dtype, const Shape& shape, Allocator* allocator) : dtype_(dtype), shape_(shape) {
   // One pass checks the shape and counts the elements (this runs for every output of every op).
   int64_t n = 1;
-  bool known = shape.known_rank();
+  bool known = shape.known_rank(), overflow = false;
   for (int64_t d : shape.dims()) {
     known &= d >= 0;
-    n *= d;
+    overflow |= __builtin_mul_overflow(n, d, &n);
   }
   if (!known) throw InvalidArgumentError("cannot allocate a tensor of partially known shape " + shape.to_string());
+  if (overflow)
+    throw InvalidArgumentError("cannot allocate a tensor of shape " + shape.to_string() +
+                               ": its element count overflows 64 bits; check the dimensions");
   buffer_ = Buffer::create(allocator, dtype, n);
 }
 

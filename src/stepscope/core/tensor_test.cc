@@ -35,6 +35,23 @@ TEST(Shape, RejectsTooManyDims) {
   EXPECT_THROW(Shape(std::span<const int64_t>(dims)), InvalidArgumentError);
 }
 
+// Issue 12: products of dims wrapped around (2^61 + 1) * 8 = 8 and a tensor of "8 elements"
+// claimed a huge shape.
+TEST(Shape, ElementCountsThatOverflowAreRefused) {
+  const int64_t huge = 2305843009213693953;
+  EXPECT_THROW((Shape{huge, 8}).num_elements(), InvalidArgumentError);
+  EXPECT_THROW((Shape{int64_t{1} << 32, int64_t{1} << 32}).num_elements(), InvalidArgumentError);
+  EXPECT_THROW(Tensor(DType::kFloat32, Shape{huge, 8}), InvalidArgumentError);
+  Shape built;
+  built.add_dim(huge);
+  built.add_dim(8);
+  EXPECT_THROW(built.num_elements(), InvalidArgumentError);
+  EXPECT_THROW(Tensor(DType::kFloat32, built), InvalidArgumentError);
+  EXPECT_THROW(Tensor(DType::kFloat64, Shape{int64_t{1} << 61}), InvalidArgumentError);  // bytes overflow
+  EXPECT_EQ((Shape{huge, -1}).num_elements(), -1);
+  EXPECT_EQ((Shape{int64_t{1} << 31, int64_t{1} << 31}).num_elements(), int64_t{1} << 62);
+}
+
 TEST(DType, NamesAndSizes) {
   EXPECT_EQ(dtype_name(DType::kFloat32), "float32");
   EXPECT_EQ(dtype_name(DType::kInt64), "int64");

@@ -57,7 +57,19 @@ Node* Graph::add_node(NodeSpec spec) {
     in_shapes.push_back(in.shape());
   }
   ShapeContext ctx(*node, in_dtypes, in_shapes);
-  if (node->op_->shape) node->op_->shape(ctx);
+  if (node->op_->shape) {
+    try {
+      node->op_->shape(ctx);
+      // An output whose element count overflows is refused here, where the node is known,
+      // not later by whatever first counts its elements (a kernel, the cost model).
+      for (const Shape& s : ctx.output_shapes()) (void)s.num_elements();
+    } catch (const Error& e) {
+      // Errors raised below the rule (a Shape whose element count overflows, ...) do not know
+      // the node; the user needs it to find the call at fault.
+      if (std::string_view(e.what()).starts_with(prefix)) throw;
+      throw_error(e.code(), prefix + e.what());
+    }
+  }
   node->output_dtypes_ = ctx.output_dtypes();
   node->output_shapes_ = ctx.output_shapes();
   if (node->op_->num_outputs >= 0 && node->num_outputs() != node->op_->num_outputs)
@@ -86,7 +98,7 @@ Output Graph::output_by_name(std::string_view name) const {
   }
   Node* n = find_node(node_name);
   if (!n) throw NotFoundError("no node named '" + std::string(node_name) + "' in the graph");
-  if (index >= n->num_outputs())
+  if (index < 0 || index >= n->num_outputs())
     throw NotFoundError("node '" + n->name() + "' has no output " + std::to_string(index));
   return n->output(index);
 }

@@ -29,8 +29,14 @@ class KernelContext {
   int num_outputs() const { return node_.num_outputs(); }
 
   // Allocates output i (dtype and shape as computed by the kernel) and returns it.
+  // A shape whose size overflows (say, dims computed from a fed tensor) is an
+  // InvalidArgumentError that names this node.
   Tensor& allocate_output(int i, DType dtype, const Shape& shape) {
-    outputs_[i] = Tensor(dtype, shape, allocator_);
+    try {
+      outputs_[i] = Tensor(dtype, shape, allocator_);
+    } catch (const InvalidArgumentError& e) {
+      fail(e.what());
+    }
     return outputs_[i];
   }
   // Hands an existing tensor out as output i (e.g. Identity forwards its input's buffer).

@@ -124,7 +124,8 @@ LoggingTensorHook::LoggingTensorHook(LoggingTensorOptions options) : options_(st
   if (only_log_at_end)
     timer_ = std::make_unique<NeverTriggerTimer>();
   else
-    timer_ = std::make_unique<SecondOrStepTimer>(options_.every_n_secs, options_.every_n_iter, options_.clock);
+    timer_ = std::make_unique<SecondOrStepTimer>(options_.every_n_secs, options_.every_n_iter, options_.clock,
+                                                 "every_n_secs", "every_n_iter");
   entries_ = options_.tensors.entries();
 }
 

@@ -34,7 +34,7 @@ CheckpointSaverOptions checked(CheckpointSaverOptions options) {
 CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverOptions options)
     : options_(checked(std::move(options))),
       save_path_(join_path(options_.checkpoint_dir, options_.checkpoint_basename)),
-      timer_(options_.save_secs, options_.save_steps, options_.clock) {
+      timer_(options_.save_secs, options_.save_steps, options_.clock, "save_secs", "save_steps") {
   options_.log.log_info("Create CheckpointSaverHook.");
 }
 

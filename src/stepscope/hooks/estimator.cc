@@ -344,7 +344,7 @@ class EvalListener : public CheckpointSaverListener {
   EvalListener(Estimator& estimator, const EvalSpec& spec) : estimator_(estimator), spec_(spec) {}
 
   void begin() override {
-    timer_.emplace(spec_.throttle_secs, std::nullopt, spec_.clock);
+    timer_.emplace(spec_.throttle_secs, std::nullopt, spec_.clock, "throttle_secs");
     is_first_run_ = true;
   }
   bool after_save(Session&, int64_t global_step_value) override {

@@ -50,7 +50,7 @@ const ProfilerHookOptions& validated(const ProfilerHookOptions& options) {
 ProfilerHook::ProfilerHook(ProfilerHookOptions options)
     : options_(std::move(options)),
       writer_(cached_writer(options_)),
-      timer_(options_.save_secs, options_.save_steps, options_.clock) {
+      timer_(options_.save_secs, options_.save_steps, options_.clock, "save_secs", "save_steps") {
   validated(options_);
   window_.reserve(options_.window_steps);
 }
@@ -92,7 +92,7 @@ void ProfilerHook::resolve(Graph& graph) {
   graph_ = &graph;
   // The Profiler keeps a pointer to its graph: one that may be gone is replaced, never used.
   if (options_.save_profile && (!profiler_ || profiler_graph_id_ != graph.id())) {
-    profiler_ = std::make_unique<Profiler>(graph);
+    profiler_ = std::make_unique<Profiler>(graph, ProfilerOptions{.max_steps = options_.profile_max_steps});
     profiler_graph_id_ = graph.id();
   }
 }
@@ -189,11 +189,9 @@ void ProfilerHook::write_window() {
   }
   window_.clear();
 
-  if (!written.empty()) {
+  if (!written.empty() && options_.max_files_to_keep > 0) {
     kept_.push_back(std::move(written));
-    if (options_.max_files_to_keep > 0) {
-      while (kept_.size() > static_cast<size_t>(options_.max_files_to_keep)) forget_oldest_files();
-    }
+    while (kept_.size() > static_cast<size_t>(options_.max_files_to_keep)) forget_oldest_files();
   }
 }
 

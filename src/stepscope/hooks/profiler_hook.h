@@ -10,7 +10,8 @@
 // The reference's behaviour, exactly (tf-behaviour.md §2.1):
 //  - the constructor first gets the cached summary writer of output_dir (SummaryWriterCache: an
 //    event file is created there at once), then validates: exactly one of save_steps /
-//    save_secs, with SecondOrStepTimer's InvalidArgumentErrors;
+//    save_secs, with SecondOrStepTimer's InvalidArgumentErrors (which, beyond the reference, also
+//    refuse save_steps <= 0 and a negative or NaN save_secs);
 //  - begin(graph): FailedPreconditionError "Global step should be created to use ProfilerHook."
 //    without a global step; the timer is NOT reset (a hook re-used by another session keeps it);
 //  - every run fetches the global step's read (the value before the run's increment); the first
@@ -26,7 +27,9 @@
 //  - run_metadata-<step>.pb beside each timeline (TensorFlow's RunMetadata wire format) and a
 //    tfprof Profiler fed every traced step, saved to <output_dir>/profile after each trace
 //    (Profiler::load reads it). The profile is of one graph: a hook re-used with another graph
-//    (e.g. a second Estimator::train) starts a new one;
+//    (e.g. a second Estimator::train) starts a new one. It keeps the newest profile_max_steps
+//    steps whole and folds older ones into per-node totals: a run traced every step for days
+//    holds (and rewrites) a bounded profile;
 //  - gzip: timeline-<step>.json.gz (one gzip member);
 //  - max_files_to_keep: only the newest N traces' files are kept (the oldest timeline and its
 //    run_metadata are deleted); 0 keeps all. Only files this hook wrote are deleted;
@@ -71,6 +74,9 @@ struct ProfilerHookOptions {
   int window_steps = 1;           // >= 1: consecutive steps per timeline
   bool save_run_metadata = true;  // run_metadata-<step>.pb
   bool save_profile = true;       // <output_dir>/profile
+  // Traced steps the profile keeps whole (ProfilerOptions::max_steps; 0: all). Older ones live
+  // on in its per-node averages, so memory and the profile file stay bounded on long runs.
+  size_t profile_max_steps = 100;
   const Clock* clock = nullptr;   // for save_secs; null: the steady clock
   // info: "Saving timeline for <step> into '<path>'."; warning: a file that could not be written.
   HookLog log = {};
@@ -79,8 +85,10 @@ struct ProfilerHookOptions {
 class ProfilerHook : public SessionRunHook {
  public:
   // InvalidArgumentError: the timer's "Either every_secs or every_steps should be provided." /
-  // "Can not provide both every_secs and every_steps.", "window_steps must be at least 1, given:
-  // <n>", "max_files_to_keep must be >= 0, given: <n>".
+  // "Can not provide both every_secs and every_steps.", "save_steps must be at least 1, given:
+  // <n>", "save_secs must be a finite number of seconds >= 0, given: <x>" (the reference takes
+  // any number), "window_steps must be at least 1, given: <n>", "max_files_to_keep must be >= 0,
+  // given: <n>".
   explicit ProfilerHook(ProfilerHookOptions options);
   ~ProfilerHook() override;
 
@@ -120,7 +128,8 @@ class ProfilerHook : public SessionRunHook {
   bool request_trace_ = false;
   std::vector<TracedStep> window_;  // the traced runs of the current window
   std::string trace_buffer_;        // reused between traces
-  // The files of each trace written, oldest first (max_files_to_keep).
+  // The files of each trace written, oldest first; only with max_files_to_keep (a list of
+  // every file ever written would grow with the run).
   std::deque<std::vector<std::filesystem::path>> kept_;
 };
 

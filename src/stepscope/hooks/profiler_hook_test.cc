@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -18,6 +19,7 @@
 #include "stepscope/base/test_util.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/estimator.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/monitored_training_session.h"
@@ -310,6 +312,29 @@ TEST_F(ProfilerHookTest, KeepsATfprofProfile) {
   EXPECT_EQ(without.profiler(), nullptr);
 }
 
+// Issue 12: the profile kept (and rewrote) every traced step; now the newest profile_max_steps,
+// the older ones folded into its averages.
+TEST_F(ProfilerHookTest, TheProfileKeepsAtMostProfileMaxSteps) {
+  ProfilerHook hook(options({.save_steps = 1, .profile_max_steps = 2}));
+  {
+    SingularMonitoredSession sess(g, {.hooks = {&hook}});
+    for (int i = 0; i < 8; ++i) sess.run(train_op);  // traces 2..8
+  }
+  ASSERT_NE(hook.profiler(), nullptr);
+  EXPECT_THAT(hook.profiler()->steps(), ElementsAre(7, 8));
+  Profiler loaded = Profiler::load(hook.profile_path());
+  EXPECT_THAT(loaded.steps(), ElementsAre(7, 8));
+  // The averages cover all seven traced steps: AssignAdd ran in each.
+  int assign_adds = 0;
+  for (const auto& node : loaded.model().nodes) {
+    if (node.op != "AssignAdd") continue;
+    ++assign_adds;
+    EXPECT_EQ(node.steps_run, 7) << node.name;
+  }
+  EXPECT_EQ(assign_adds, 1);
+  EXPECT_TRUE(warnings.empty());
+}
+
 // One gzip member that gunzips to a valid trace.
 TEST_F(ProfilerHookTest, GzipWritesOneMember) {
   ProfilerHook hook(options({.save_steps = 1, .gzip = true}));
@@ -368,6 +393,23 @@ TEST_F(ProfilerHookTest, MaxFilesToKeepAndWindowStepsAreValidated) {
   EXPECT_EQ(
       error_text<InvalidArgumentError>([&] { ProfilerHook(options({.save_steps = 1, .max_files_to_keep = -1})); }),
       "max_files_to_keep must be >= 0, given: -1");
+}
+
+// Issue 12: save_steps <= 0 traced every step (or, with NaN seconds, never) without a word.
+TEST_F(ProfilerHookTest, SaveStepsAndSaveSecsAreValidated) {
+  for (int64_t steps : {0, -5})
+    EXPECT_EQ(error_text<InvalidArgumentError>([&] { ProfilerHook(options({.save_steps = steps})); }),
+              "save_steps must be at least 1, given: " + std::to_string(steps));
+  EXPECT_EQ(error_text<InvalidArgumentError>([&] { ProfilerHook(options({.save_secs = -1.5})); }),
+            "save_secs must be a finite number of seconds >= 0, given: -1.5");
+  EXPECT_EQ(error_text<InvalidArgumentError>(
+                [&] { ProfilerHook(options({.save_secs = std::numeric_limits<double>::quiet_NaN()})); }),
+            "save_secs must be a finite number of seconds >= 0, given: nan");
+  EXPECT_EQ(error_text<InvalidArgumentError>(
+                [&] { ProfilerHook(options({.save_secs = std::numeric_limits<double>::infinity()})); }),
+            "save_secs must be a finite number of seconds >= 0, given: inf");
+  ProfilerHook every_run(options({.save_secs = 0}));  // zero seconds: every run after the first
+  ProfilerHook every_step(options({.save_steps = 1}));
 }
 
 // window_steps = 3: the run the timer fires on and the two after it, in one trace named after

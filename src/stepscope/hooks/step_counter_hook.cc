@@ -22,7 +22,7 @@ int64_t step_value(const Tensor& t) {
 
 StepCounterHook::StepCounterHook(StepCounterHookOptions options)
     : options_(validated(std::move(options))),
-      timer_(options_.every_n_secs, options_.every_n_steps, options_.clock),
+      timer_(options_.every_n_secs, options_.every_n_steps, options_.clock, "every_n_secs", "every_n_steps"),
       writer_(options_.summary_writer) {}
 
 void StepCounterHook::begin() {

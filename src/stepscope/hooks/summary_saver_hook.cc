@@ -21,7 +21,7 @@ int64_t step_value(const Tensor& t) {
 
 SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
     : options_(validated(std::move(options))),
-      timer_(options_.save_secs, options_.save_steps, options_.clock),
+      timer_(options_.save_secs, options_.save_steps, options_.clock, "save_secs", "save_steps"),
       writer_(options_.summary_writer) {}
 
 void SummarySaverHook::begin() {

@@ -1,6 +1,8 @@
 #include "stepscope/hooks/timer.h"
 
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "stepscope/base/error.h"
 
@@ -21,11 +23,20 @@ const Clock* Clock::system() {
 }
 
 SecondOrStepTimer::SecondOrStepTimer(std::optional<double> every_secs, std::optional<int64_t> every_steps,
-                                     const Clock* clock)
+                                     const Clock* clock, const char* secs_name, const char* steps_name)
     : every_secs_(every_secs), every_steps_(every_steps), clock_(clock ? clock : Clock::system()) {
   if (!every_secs_ && !every_steps_)
     throw InvalidArgumentError("Either every_secs or every_steps should be provided.");
   if (every_secs_ && every_steps_) throw InvalidArgumentError("Can not provide both every_secs and every_steps.");
+  if (every_steps_ && *every_steps_ < 1)
+    throw InvalidArgumentError(std::string(steps_name) + " must be at least 1, given: " +
+                               std::to_string(*every_steps_));
+  if (every_secs_ && !(std::isfinite(*every_secs_) && *every_secs_ >= 0)) {
+    std::ostringstream given;
+    given << *every_secs_;
+    throw InvalidArgumentError(std::string(secs_name) + " must be a finite number of seconds >= 0, given: " +
+                               given.str());
+  }
 }
 
 void SecondOrStepTimer::reset() { last_step_.reset(); }

@@ -44,9 +44,13 @@ class SecondOrStepTimer : public HookTimer {
  public:
   // Exactly one of every_secs / every_steps; otherwise InvalidArgumentError with the reference's
   // texts ("Either every_secs or every_steps should be provided." / "Can not provide both
-  // every_secs and every_steps.").
+  // every_secs and every_steps."). Beyond the reference, which takes anything: every_steps must
+  // be >= 1 and every_secs a finite number >= 0 (a NaN never compares true, so such a timer
+  // would silently never fire again); the InvalidArgumentError names the option as the hook
+  // calls it (secs_name, steps_name), e.g. "save_steps must be at least 1, given: 0".
   SecondOrStepTimer(std::optional<double> every_secs, std::optional<int64_t> every_steps,
-                    const Clock* clock = nullptr);
+                    const Clock* clock = nullptr, const char* secs_name = "every_secs",
+                    const char* steps_name = "every_steps");
   void reset() override;
   bool should_trigger_for_step(int64_t step) override;
   std::optional<std::pair<double, int64_t>> update_last_triggered_step(int64_t step) override;

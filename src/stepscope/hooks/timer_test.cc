@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "stepscope/base/error.h"
 
 namespace stepscope {
@@ -20,6 +22,25 @@ TEST(SecondOrStepTimer, ExactlyOneOfSecsOrSteps) {
   } catch (const InvalidArgumentError& e) {
     EXPECT_STREQ(e.what(), "Can not provide both every_secs and every_steps.");
   }
+}
+
+// Issue 12: the reference takes any number; 0 or negative steps and NaN or negative seconds
+// are mistakes, named after the option as the hook calls it.
+TEST(SecondOrStepTimer, RefusesNonPositiveStepsAndNegativeOrNanSecs) {
+  auto error = [](std::optional<double> secs, std::optional<int64_t> steps) {
+    try {
+      SecondOrStepTimer t(secs, steps, nullptr, "every_n_secs", "every_n_steps");
+    } catch (const InvalidArgumentError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(std::nullopt, 0), "every_n_steps must be at least 1, given: 0");
+  EXPECT_EQ(error(std::nullopt, -3), "every_n_steps must be at least 1, given: -3");
+  EXPECT_EQ(error(-0.5, std::nullopt), "every_n_secs must be a finite number of seconds >= 0, given: -0.5");
+  EXPECT_EQ(error(std::nan(""), std::nullopt), "every_n_secs must be a finite number of seconds >= 0, given: nan");
+  EXPECT_EQ(error(0.0, std::nullopt), "no error");
+  EXPECT_EQ(error(std::nullopt, 1), "no error");
 }
 
 TEST(SecondOrStepTimer, EverySecs) {

@@ -65,8 +65,9 @@ std::string reshape_target(std::span<const int64_t> sizes, int64_t in_elements, 
       unknown = static_cast<int>(i);
     } else if (s < 0) {
       return "Size " + std::to_string(i) + " must be non-negative, not " + std::to_string(s);
-    } else {
-      product *= s;
+    } else if (__builtin_mul_overflow(product, s, &product)) {
+      return "requested shape has more elements than a 64-bit count can hold (size " + std::to_string(i) + " is " +
+             std::to_string(s) + "); check the sizes";
     }
     out.add_dim(s);
   }

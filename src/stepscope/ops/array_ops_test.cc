@@ -4,6 +4,7 @@
 #include <limits>
 #include <numeric>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/ops/op_test_util.h"
 
 namespace stepscope {
@@ -104,6 +105,45 @@ TEST(Reshape, ShapeErrorsAtGraphConstruction) {
   auto bad_shape = constant(s, std::vector<float>{2, 3}, Shape{2});
   expect_error<InvalidArgumentError>([&] { reshape(s, x, bad_shape); },
                                      "[Reshape] Reshape_6: shape must be int32 or int64, got float32");
+}
+
+// Issue 12: 2305843009213693953 x 8 wraps around to 8 in int64; the reshape was accepted and a
+// transpose of the result read far past its 8 values.
+TEST(Reshape, ElementCountsThatOverflowAreRefused) {
+  Graph g;
+  Scope s(g);
+  auto x = constant(s, iota_f(8), Shape{8});
+  const int64_t huge = 2305843009213693953;  // 2^61 + 1
+  expect_error<InvalidArgumentError>(
+      [&] { reshape(s, x, {huge, 8}); },
+      "[Reshape] Reshape: requested shape has more elements than a 64-bit count can hold (size 1 is 8); check the "
+      "sizes");
+  auto sizes = placeholder(s.with_op_name("sizes"), DType::kInt64, Shape{2});
+  auto y = transpose(s, reshape(s.with_op_name("fed_reshape"), x, sizes), {1, 0});
+  expect_error<InvalidArgumentError>(
+      [&] { eval(y, {{sizes, Tensor::from_vector<int64_t>({huge, 8})}}); },
+      "[Reshape] fed_reshape: requested shape has more elements than a 64-bit count can hold (size 1 is 8); check "
+      "the sizes");
+  expect_tensor_near<float>(eval(y, {{sizes, Tensor::from_vector<int64_t>({2, 4})}}), Shape{4, 2},
+                            {0, 4, 1, 5, 2, 6, 3, 7});
+  // Dims from a fed tensor: Fill allocates its output from them.
+  auto dims = placeholder(s.with_op_name("dims"), DType::kInt64, Shape{2});
+  auto filled = fill(s.with_op_name("fed_fill"), dims, constant(s, 1.0f));
+  expect_error<InvalidArgumentError>(
+      [&] { eval(filled, {{dims, Tensor::from_vector<int64_t>({huge, 8})}}); },
+      "[Fill] fed_fill: cannot allocate a tensor of shape [2305843009213693953,8]: its element count overflows 64 "
+      "bits; check the dimensions");
+  // Element count fits, byte size does not (2^61 float32 values).
+  const std::string bytes_error = testing::error_text<InvalidArgumentError>(
+      [&] { eval(filled, {{dims, Tensor::from_vector<int64_t>({int64_t{1} << 60, 2})}}); });
+  EXPECT_EQ(bytes_error.rfind("[Fill] fed_fill: cannot allocate a float32 buffer of 2305843009213693952 elements", 0),
+            0u)
+      << bytes_error;
+  // And from constant dims, at graph construction.
+  const std::string fill_error =
+      testing::error_text<InvalidArgumentError>([&] { fill(s.with_op_name("const_fill"), {huge, 8}, 1.0f); });
+  EXPECT_EQ(fill_error.rfind("[Fill] const_fill: shape [2305843009213693953,8] has more elements", 0), 0u)
+      << fill_error;
 }
 
 TEST(Reshape, UnknownDimsAreInferredAtRunTime) {

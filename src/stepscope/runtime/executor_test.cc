@@ -10,6 +10,7 @@
 #include <span>
 #include <thread>
 
+#include "stepscope/base/test_util.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/control_ops.h"
@@ -94,6 +95,29 @@ TEST(Executor, FetchFromAnotherGraphIsRejected) {
   Session sess(g1);
   EXPECT_THROW(sess.run(b), InvalidArgumentError);
   EXPECT_THROW(sess.run_by_name({}, {"nope:0"}), NotFoundError);
+}
+
+// Issue 12: "a:-1" segfaulted and output(7) of a one-output node aborted in the executor's slot
+// table; now each is refused before a plan is built, naming the node, and the session goes on.
+TEST(Executor, OutOfRangeOutputIndexIsRejectedAndSessionStaysUsable) {
+  Graph g;
+  Scope s(g);
+  auto a = constant(s.with_op_name("a"), Tensor::from_vector<float>({1}));
+  auto b = add_one(s.with_op_name("b"), a);
+  Session sess(g, {.inter_op_threads = 2});
+  EXPECT_THROW(sess.run_by_name({}, {"a:-1"}), NotFoundError);
+  EXPECT_THROW(sess.run_by_name({}, {"a:7"}), NotFoundError);
+  for (int index : {7, -1, 1}) {
+    std::string fetch_error = error_text<InvalidArgumentError>([&] { sess.run(a.node->output(index)); });
+    EXPECT_NE(fetch_error.find("[Const] a: cannot fetch a:" + std::to_string(index)), std::string::npos)
+        << fetch_error;
+    EXPECT_NE(fetch_error.find("the node has 1 output(s)"), std::string::npos) << fetch_error;
+    std::string feed_error = error_text<InvalidArgumentError>(
+        [&] { sess.run(b, {{a.node->output(index), Tensor::from_vector<float>({5})}}); });
+    EXPECT_NE(feed_error.find("cannot feed a:" + std::to_string(index)), std::string::npos) << feed_error;
+  }
+  EXPECT_EQ(sess.run(b).scalar_value<float>(), 2.0f);
+  EXPECT_EQ(sess.run(b, {{a, Tensor::from_vector<float>({5})}}).scalar_value<float>(), 6.0f);
 }
 
 TEST(Executor, KernelErrorOnWorkerIsRaisedAndSessionStaysUsable) {

@@ -15,11 +15,23 @@ Session::~Session() = default;
 
 namespace {
 
-void check_feed(const Graph& graph, const Output& out, const Tensor& value) {
-  if (!out.node) throw InvalidArgumentError("feed refers to a null output");
+// `what` is "feed" or "fetch". Checked before anything reads the output's dtype or shape or the
+// executor lays out its slots: an index past the node's outputs would index past their tables.
+void check_output(const Graph& graph, const Output& out, const char* what) {
+  if (!out.node) throw InvalidArgumentError(std::string(what) + " refers to a null output");
   if (&out.node->graph() != &graph)
-    throw InvalidArgumentError(
-        node_error_message(*out.node, "cannot feed " + out.name() + ": the tensor is from another graph"));
+    throw InvalidArgumentError(node_error_message(
+        *out.node, std::string("cannot ") + what + " " + out.name() + ": the tensor is from another graph"));
+  if (out.index < 0 || out.index >= out.node->num_outputs())
+    throw InvalidArgumentError(node_error_message(
+        *out.node, std::string("cannot ") + what + " " + out.name() + ": output index " +
+                       std::to_string(out.index) + " is out of range, the node has " +
+                       std::to_string(out.node->num_outputs()) + " output(s); use an index in [0, " +
+                       std::to_string(out.node->num_outputs()) + ")"));
+}
+
+void check_feed(const Graph& graph, const Output& out, const Tensor& value) {
+  check_output(graph, out, "feed");
   if (!value.initialized())
     throw InvalidArgumentError(node_error_message(*out.node, "fed value for " + out.name() + " is uninitialized"));
   if (value.dtype() != out.dtype() || !value.shape().compatible_with(out.shape()))
@@ -41,12 +53,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Output
       if (feeds[j].first == feeds[i].first)
         throw InvalidArgumentError("tensor '" + feeds[i].first.name() + "' is fed twice");
   }
-  for (const Output& f : fetches) {
-    if (!f.node) throw InvalidArgumentError("fetch refers to a null output");
-    if (&f.node->graph() != &graph_)
-      throw InvalidArgumentError(
-          node_error_message(*f.node, "cannot fetch " + f.name() + ": the tensor is from another graph"));
-  }
+  for (const Output& f : fetches) check_output(graph_, f, "fetch");
   for (const Node* t : targets) {
     if (!t) throw InvalidArgumentError("target is null");
     if (&t->graph() != &graph_)

@@ -176,17 +176,93 @@ std::string render_trace_index(const std::vector<TraceFile>& files, const std::s
   return html.str();
 }
 
+ServedDirectory::ServedDirectory(const fs::path& directory) : title(directory.string()) {
+  require_directory(directory);
+  root = fs::canonical(directory);
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%2e%2E" -> "..": false for a malformed escape or a NUL (no file name holds one).
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    char c = in[i];
+    if (c == '%') {
+      if (i + 2 >= in.size()) return false;
+      const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+    if (c == '\0') return false;
+    out += c;
+  }
+  return true;
+}
+
+HttpReply text_reply(int status, std::string body) { return {status, "text/plain", std::move(body)}; }
+
+std::string traces_json(const fs::path& root) {
+  std::string json = "[";
+  for (const TraceFile& f : list_trace_files(root)) {
+    if (json.size() > 1) json += ",";
+    json += "{\"path\":" + json_literal(f.path) + ",\"bytes\":" + std::to_string(f.bytes) +
+            ",\"step\":" + std::to_string(f.step) + ",\"modified\":" + std::to_string(f.modified_unix_secs) + "}";
+  }
+  return json + "]";
+}
+
+}  // namespace
+
+HttpReply handle_request(const ServedDirectory& served, std::string_view method, std::string_view target) {
+  if (method != "GET" && method != "HEAD") return text_reply(405, "method not allowed: only GET and HEAD\n");
+  if (target.empty() || target.front() != '/') return text_reply(400, "bad request target\n");
+  std::string path;
+  if (!percent_decode(target.substr(0, target.find_first_of("?#")), path))
+    return text_reply(400, "bad percent escape in the request path\n");
+  if (path == "/") return {200, "text/html", render_trace_index(list_trace_files(served.root), served.title)};
+  if (path == "/api/traces") return {200, "application/json", traces_json(served.root)};
+
+  // Only files inside the served directory: no "..", no absolute paths, no links out of it.
+  const std::string_view relative = std::string_view(path).substr(1);
+  if (relative.empty() || relative.front() == '/') return text_reply(403, "forbidden\n");
+  for (size_t begin = 0; begin <= relative.size();) {
+    const size_t end = std::min(relative.find('/', begin), relative.size());
+    if (relative.substr(begin, end - begin) == "..") return text_reply(403, "forbidden\n");
+    begin = end + 1;
+  }
+  std::error_code error;
+  const fs::path file = fs::weakly_canonical(served.root / fs::path(relative), error);
+  if (error) return text_reply(404, "not found\n");
+  const auto [root_end, file_it] = std::mismatch(served.root.begin(), served.root.end(), file.begin(), file.end());
+  if (root_end != served.root.end()) return text_reply(403, "forbidden\n");
+  if (!fs::is_regular_file(file, error)) return text_reply(404, "not found\n");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return text_reply(404, "not found\n");
+  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string name = file.filename().string();
+  const bool gzipped = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
+  return {200, gzipped ? "application/gzip" : "application/json", std::move(contents)};
+}
+
 struct TraceServer::Impl {
   TraceServerOptions options;
-  fs::path root;
+  std::unique_ptr<ServedDirectory> served;
   httplib::Server server;
   int port = -1;
 };
 
 TraceServer::TraceServer(TraceServerOptions options) : impl_(std::make_unique<Impl>()) {
-  require_directory(options.root);
+  impl_->served = std::make_unique<ServedDirectory>(options.root);
   impl_->options = std::move(options);
-  impl_->root = fs::canonical(impl_->options.root);
   Impl& m = *impl_;
 
   // SO_REUSEADDR (quick restarts) but not httplib's default SO_REUSEPORT, which would let a
@@ -195,35 +271,30 @@ TraceServer::TraceServer(TraceServerOptions options) : impl_(std::make_unique<Im
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  // httplib gives a connection one worker for its whole life; with its default 8 workers eight
+  // clients that send half a request blocked everyone else. More workers, and deadlines on
+  // every read and write, so a slow or idle client only holds its own.
+  const int workers = std::max(1, m.options.worker_threads);
+  m.server.new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+  const time_t io_secs = std::max(1, m.options.io_timeout_secs);
+  m.server.set_read_timeout(io_secs);
+  m.server.set_write_timeout(io_secs);
+  m.server.set_keep_alive_timeout(io_secs);
+  m.server.set_keep_alive_max_count(static_cast<size_t>(std::max(1, m.options.keep_alive_max_requests)));
   m.server.set_default_headers({{"Access-Control-Allow-Origin", "*"}, {"Cache-Control", "no-cache"}});
-  m.server.Get("/", [&m](const httplib::Request&, httplib::Response& response) {
-    response.set_content(render_trace_index(list_trace_files(m.root), m.options.root.string()), "text/html");
+  // Every request goes to handle_request, with the raw target (httplib's decoded path would be
+  // decoded twice).
+  m.server.set_pre_routing_handler([&m](const httplib::Request& request, httplib::Response& response) {
+    HttpReply reply = handle_request(*m.served, request.method, request.target);
+    response.status = reply.status;
+    response.set_content(std::move(reply.body), reply.content_type.c_str());
+    return httplib::Server::HandlerResponse::Handled;
   });
-  m.server.Get("/api/traces", [&m](const httplib::Request&, httplib::Response& response) {
-    std::string json = "[";
-    for (const TraceFile& f : list_trace_files(m.root)) {
-      if (json.size() > 1) json += ",";
-      json += "{\"path\":" + json_literal(f.path) + ",\"bytes\":" + std::to_string(f.bytes) +
-              ",\"step\":" + std::to_string(f.step) + ",\"modified\":" + std::to_string(f.modified_unix_secs) + "}";
-    }
-    response.set_content(json + "]", "application/json");
-  });
-  m.server.Get(R"(/(.+))", [&m](const httplib::Request& request, httplib::Response& response) {
-    // Only files inside the served directory: no "..", no absolute paths, no links out of it.
-    const fs::path relative = fs::path(request.matches[1].str()).lexically_normal();
-    std::error_code error;
-    const fs::path file = fs::weakly_canonical(m.root / relative, error);
-    const auto [root_end, file_it] = std::mismatch(m.root.begin(), m.root.end(), file.begin(), file.end());
-    if (error || relative.is_absolute() || root_end != m.root.end() || !fs::is_regular_file(file, error)) {
-      response.status = 404;
-      response.set_content("not found: " + request.matches[1].str() + "\n", "text/plain");
-      return;
-    }
-    std::ifstream in(file, std::ios::binary);
-    std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::string name = file.filename().string();
-    const bool gzipped = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
-    response.set_content(std::move(contents), gzipped ? "application/gzip" : "application/json");
+  // Without a handler httplib answers an exception with its what() in an EXCEPTION_WHAT header,
+  // which tells any client the server's paths. A plain 500 instead.
+  m.server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
+    response.status = 500;
+    response.set_content("internal server error\n", "text/plain");
   });
 }
 

@@ -3,6 +3,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -79,8 +85,8 @@ TEST_F(TraceServerTest, ServesIndexFilesAndListWithCors) {
   EXPECT_EQ(client.Get("/odd%20name.json")->status, 200);
 
   EXPECT_EQ(client.Get("/run1/missing.json")->status, 404);
-  EXPECT_EQ(client.Get("/../../etc/passwd")->status, 404);
-  EXPECT_EQ(client.Get("/run1/../../etc/passwd")->status, 404);
+  EXPECT_EQ(client.Get("/../../etc/passwd")->status, 403);
+  EXPECT_EQ(client.Get("/run1/../../etc/passwd")->status, 403);
 
   auto list = client.Get("/api/traces");
   ASSERT_TRUE(list);
@@ -89,6 +95,95 @@ TEST_F(TraceServerTest, ServesIndexFilesAndListWithCors) {
   EXPECT_EQ(json[3]["path"], "run1/timeline-10.json");
   EXPECT_EQ(json[3]["step"], 10);
 
+  server.stop();
+  thread.join();
+}
+
+// Issue 12: the request handling as a function of (method, raw target), as a fuzzer calls it.
+TEST_F(TraceServerTest, HandleRequestRefusesEverythingOutsideTheRoot) {
+  fs::create_symlink("/etc", root_ / "etc_link");
+  fs::create_symlink(root_ / "run1" / "timeline-2.json", root_ / "inside_link.json");
+  const ServedDirectory served(root_);
+  auto status = [&](std::string_view target, std::string_view method = "GET") {
+    return handle_request(served, method, target).status;
+  };
+  EXPECT_EQ(status("/"), 200);
+  EXPECT_EQ(handle_request(served, "GET", "/").content_type, "text/html");
+  EXPECT_EQ(status("/api/traces?x=1"), 200);
+  EXPECT_EQ(handle_request(served, "GET", "/run1/timeline-2.json?download=1#x").body,
+            R"({"traceEvents":[{"ph":"M"}]})");
+  EXPECT_EQ(handle_request(served, "HEAD", "/run1/timeline-4.json.gz").content_type, "application/gzip");
+  EXPECT_EQ(status("/odd%20name.json"), 200);
+  EXPECT_EQ(status("/inside_link.json"), 200);  // a link that stays inside is fine
+  EXPECT_EQ(status("/run1/./timeline-2.json"), 200);
+
+  for (std::string_view target :
+       {"/../../etc/passwd", "/run1/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/%2E%2E%2Fetc%2Fpasswd",
+        "/run1/%2e%2e/%2e%2e/etc/passwd", "//etc/passwd", "/%2Fetc%2Fpasswd", "/etc_link/passwd", "/..",
+        "/run1/..", "/run1/../run1/timeline-2.json"})
+    EXPECT_EQ(status(target), 403) << target;
+  for (std::string_view target : {"/%zz", "/a%2", "/a%00b", "*", "", "etc/passwd", "http://x/etc/passwd"})
+    EXPECT_EQ(status(target), 400) << target;
+  for (std::string_view target : {"/run1/missing.json", "/run1", "/nope/../x", "/etc_link"})
+    EXPECT_TRUE(status(target) == 404 || status(target) == 403) << target;
+  EXPECT_EQ(status("/run1/missing.json"), 404);
+  EXPECT_EQ(status("/", "POST"), 405);
+  EXPECT_EQ(status("/", "DELETE"), 405);
+  for (const std::string_view target : {"/etc_link/passwd", "/%2e%2e/%2e%2e/etc/passwd"})
+    EXPECT_EQ(handle_request(served, "GET", target).body.find("root:"), std::string::npos);
+}
+
+// Issue 12: with httplib's 8 workers, 8 clients that sent half a request blocked every other
+// request for 39 s. Loopback only; the client's own timeout bounds the test.
+TEST_F(TraceServerTest, SlowAndIdleClientsDoNotStarveOthers) {
+  TraceServer server({.root = root_, .port = 0, .io_timeout_secs = 20});
+  const int port = server.bind();
+  std::thread thread([&] { server.serve(); });
+  std::vector<int> slow;
+  for (int i = 0; i < 24; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    if (i % 2 == 0) {  // half send a partial request, half nothing at all
+      const std::string partial = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+      ASSERT_EQ(::send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+    }
+    slow.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the server take them all
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(5);  // well under the slow clients' 20 s: they must not be waited for
+  for (int i = 0; i < 3; ++i) {
+    auto reply = client.Get("/run1/timeline-2.json");
+    ASSERT_TRUE(reply) << httplib::to_string(reply.error());
+    EXPECT_EQ(reply->status, 200);
+  }
+  for (int fd : slow) ::close(fd);
+  server.stop();
+  thread.join();
+}
+
+// Issue 12: an exception inside a handler came back as a 500 with its what() (which names the
+// server's directory) in an EXCEPTION_WHAT header.
+TEST_F(TraceServerTest, AFailureIsAPlain500WithoutInternals) {
+  TraceServer server({.root = root_, .port = 0});
+  const int port = server.bind();
+  std::thread thread([&] { server.serve(); });
+  fs::remove_all(root_);  // listing the directory now throws NotFoundError naming it
+  httplib::Client client("127.0.0.1", port);
+  auto reply = client.Get("/");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 500);
+  EXPECT_FALSE(reply->has_header("EXCEPTION_WHAT"));
+  for (const auto& [name, value] : reply->headers)
+    EXPECT_EQ(value.find(root_.filename().string()), std::string::npos) << name << ": " << value;
+  EXPECT_EQ(reply->body, "internal server error\n");
+  EXPECT_EQ(client.Get("/run1/timeline-2.json")->status, 404);  // and it goes on serving
   server.stop();
   thread.join();
 }

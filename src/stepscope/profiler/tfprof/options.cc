@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include <re2/re2.h>
+
 #include "stepscope/base/error.h"
 #include "stepscope/profiler/tfprof/view_options.h"
 
@@ -121,15 +123,18 @@ void validate_profile_options(const ProfileOptions& options) {
 
 namespace tfprof {
 
-const std::regex& RegexCache::get(const std::string& pattern, std::string_view flag) {
+RegexCache::RegexCache() = default;
+RegexCache::~RegexCache() = default;
+RegexCache::RegexCache(RegexCache&&) noexcept = default;
+RegexCache& RegexCache::operator=(RegexCache&&) noexcept = default;
+
+const re2::RE2& RegexCache::get(const std::string& pattern, std::string_view flag) {
   auto it = compiled_.find(pattern);
   if (it != compiled_.end()) return *it->second;
-  std::unique_ptr<std::regex> re;
-  try {
-    re = std::make_unique<std::regex>(pattern, std::regex::ECMAScript | std::regex::optimize);
-  } catch (const std::regex_error&) {
-    invalid_option(flag, pattern);
-  }
+  RE2::Options opts;
+  opts.set_log_errors(false);  // the InvalidArgumentError says it; RE2 would also print to stderr
+  auto re = std::make_unique<re2::RE2>(pattern, opts);
+  if (!re->ok()) invalid_option(flag, pattern);
   return *compiled_.emplace(pattern, std::move(re)).first->second;
 }
 
@@ -143,8 +148,8 @@ NameMatcher::NameMatcher(const std::vector<std::string>& patterns, std::string_v
 
 bool NameMatcher::matches(std::string_view name) const {
   if (all_) return true;
-  for (const std::regex* re : regexes_)
-    if (std::regex_match(name.begin(), name.end(), *re)) return true;
+  for (const re2::RE2* re : regexes_)
+    if (RE2::FullMatch(re2::StringPiece(name.data(), name.size()), *re)) return true;
   return false;
 }
 

@@ -129,6 +129,27 @@ TEST(ProfileOptions, ParseOutput) {
             "Visualize format: -output timeline:key=value,key=value,...");
 }
 
+// Issue 12: '(.*)*Z' made std::regex backtrack for minutes (or overflow its stack) on a long
+// name; RE2 answers in linear time. TensorFlow's semantics stay: each regex must match the
+// whole name (RE2::FullMatch).
+TEST(NameMatcher, HostilePatternsAreLinearAndFullMatch) {
+  tfprof::RegexCache cache;
+  tfprof::NameMatcher hostile({"(.*)*Z", "(a|aa)+c", "(a+)+b"}, "-show_name_regexes", cache);
+  const std::string long_name(100000, 'a');
+  EXPECT_FALSE(hostile.matches(long_name));
+  EXPECT_TRUE(hostile.matches(long_name + "Z"));
+  EXPECT_TRUE(hostile.matches(long_name + "b"));
+  EXPECT_FALSE(hostile.matches(long_name + "Zc"));
+  tfprof::NameMatcher names({"layer1/.*", "loss"}, "-show_name_regexes", cache);
+  EXPECT_TRUE(names.matches("layer1/MatMul"));
+  EXPECT_TRUE(names.matches("loss"));
+  EXPECT_FALSE(names.matches("total_loss"));  // a full match, not a search
+  EXPECT_FALSE(names.matches("x/layer1/MatMul"));
+  EXPECT_TRUE(tfprof::NameMatcher({".*"}, "-show_name_regexes", cache).is_all());
+  EXPECT_EQ(error_of([&] { tfprof::NameMatcher({"(a"}, "-start_name_regexes", cache); }),
+            "Invalid option '-start_name_regexes' value: '(a'");
+}
+
 TEST(ProfileOptions, Validation) {
   ProfileOptions o = ProfileOptionBuilder().build();
   EXPECT_NO_THROW(validate_profile_options(o));

@@ -206,6 +206,25 @@ std::string encode_step_chunk(int64_t step, const StepData& data) {
   return chunk('S', p);
 }
 
+std::string encode_dropped_chunk(const ProfileModel& model) {
+  size_t entries = 0;
+  for (const DroppedTotals& d : model.dropped) entries += d.steps > 0;
+  if (entries == 0) return {};
+  std::string p;
+  Writer w(p);
+  w.varint(entries);
+  for (size_t i = 0; i < model.dropped.size(); ++i) {
+    const DroppedTotals& d = model.dropped[i];
+    if (d.steps == 0) continue;
+    w.varint(i);
+    w.varint(static_cast<uint64_t>(d.steps));
+    for (int64_t v : {d.sums.run_count, d.sums.accelerator_exec_micros, d.sums.cpu_exec_micros, d.sums.requested_bytes,
+                      d.sums.peak_bytes, d.sums.residual_bytes, d.sums.output_bytes, d.sums.float_ops})
+      w.zz(v);
+  }
+  return chunk('A', p);
+}
+
 std::string encode_end_chunk(size_t num_steps) {
   std::string p;
   Writer(p).varint(num_steps);
@@ -328,6 +347,25 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           e.all_end_rel_ns = r.zz();
         }
         ++num_steps;
+        break;
+      }
+      case 'A': {
+        if (!have_state || num_steps > 0 || !model.dropped.empty()) r.fail("misplaced dropped-steps chunk");
+        model.dropped.resize(n);
+        const size_t entries = r.count();
+        for (size_t i = 0; i < entries; ++i) {
+          DroppedTotals& d = model.dropped[node_index(r.varint())];
+          const uint64_t steps = r.varint();
+          if (steps > static_cast<uint64_t>(INT32_MAX)) r.fail("dropped step count out of range");
+          d.steps = static_cast<int64_t>(steps);
+          NodeStats& s = d.sums;
+          for (int64_t* v : {&s.run_count, &s.accelerator_exec_micros, &s.cpu_exec_micros, &s.requested_bytes,
+                             &s.peak_bytes, &s.residual_bytes, &s.output_bytes, &s.float_ops})
+            *v = r.zz();
+          // Wrapping, not undefined, on a hostile file.
+          s.exec_micros = static_cast<int64_t>(static_cast<uint64_t>(s.accelerator_exec_micros) +
+                                               static_cast<uint64_t>(s.cpu_exec_micros));
+        }
         break;
       }
       case 'E':

@@ -23,6 +23,11 @@
 //      zz latest_end_micros - all_start_micros; varint num_execs; per exec: varint node,
 //      varint device, varint thread_id, zz all_start_ns - base_ns, zz scheduled_ns -
 //      all_start_ns, zz op_start_rel_ns, zz op_end_rel_ns, zz all_end_rel_ns.
+//   A (optional, after D, before the S chunks; only when the model dropped steps, see
+//      ProfileModel::max_steps): varint num_entries; per entry: varint node, varint steps,
+//      zz run_count, zz accelerator_micros, zz cpu_micros, zz requested, zz peak, zz residual,
+//      zz output bytes, zz float_ops — the sums over the dropped steps. Files without it (all
+//      written before it existed) mean nothing was dropped.
 //   E: varint num_steps.
 // A step's chunk never changes once written, so a Profiler encodes each step once and saving
 // is writing the chunks out.
@@ -45,6 +50,8 @@ std::string encode_header();
 std::string encode_model_chunk(const ProfileModel& model);
 std::string encode_state_chunk(const ProfileModel& model);
 std::string encode_step_chunk(int64_t step, const StepData& data);
+// The 'A' chunk; empty when the model dropped no step.
+std::string encode_dropped_chunk(const ProfileModel& model);
 std::string encode_end_chunk(size_t num_steps);
 
 // Parses a whole file; DataLossError "corrupt profile file '<path>': <what>" on anything

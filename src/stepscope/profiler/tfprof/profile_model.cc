@@ -277,6 +277,34 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   }
   std::sort(data.nodes.begin(), data.nodes.end(), [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; });
   ++steps_version;
+  drop_old_steps();
+}
+
+namespace {
+void accumulate(NodeStats& s, const NodeStep& r) {
+  s.run_count += r.run_count;
+  s.accelerator_exec_micros += r.accelerator_micros;
+  s.cpu_exec_micros += r.cpu_micros;
+  s.exec_micros += r.accelerator_micros + r.cpu_micros;
+  s.requested_bytes += r.requested_bytes;
+  s.peak_bytes += r.peak_bytes;
+  s.residual_bytes += r.residual_bytes;
+  s.output_bytes += r.output_bytes;
+  s.float_ops += r.float_ops;
+}
+}  // namespace
+
+void ProfileModel::drop_old_steps() {
+  if (max_steps == 0) return;
+  while (steps.size() > max_steps) {
+    if (dropped.size() < nodes.size()) dropped.resize(nodes.size());
+    for (const NodeStep& r : steps.begin()->second.nodes) {
+      ++dropped[r.node].steps;
+      accumulate(dropped[r.node].sums, r);
+    }
+    steps.erase(steps.begin());
+    ++steps_version;
+  }
 }
 
 std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
@@ -298,20 +326,9 @@ std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
       }
     }
   } else {
-    for (const auto& [_, data] : steps) {
-      for (const NodeStep& r : data.nodes) {
-        NodeStats& s = out[r.node];
-        s.run_count += r.run_count;
-        s.accelerator_exec_micros += r.accelerator_micros;
-        s.cpu_exec_micros += r.cpu_micros;
-        s.exec_micros += r.accelerator_micros + r.cpu_micros;
-        s.requested_bytes += r.requested_bytes;
-        s.peak_bytes += r.peak_bytes;
-        s.residual_bytes += r.residual_bytes;
-        s.output_bytes += r.output_bytes;
-        s.float_ops += r.float_ops;
-      }
-    }
+    for (size_t i = 0; i < dropped.size() && i < out.size(); ++i) out[i] = dropped[i].sums;
+    for (const auto& [_, data] : steps)
+      for (const NodeStep& r : data.nodes) accumulate(out[r.node], r);
     for (size_t i = 0; i < nodes.size(); ++i) {
       const int64_t n = nodes[i].steps_run;
       if (n <= 1) continue;
@@ -333,7 +350,8 @@ std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
 }
 
 void ProfileModel::recompute_derived() {
-  for (ModelNode& n : nodes) n.steps_run = 0;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    nodes[i].steps_run = i < dropped.size() ? static_cast<int32_t>(dropped[i].steps) : 0;
   for (const auto& [_, data] : steps)
     for (const NodeStep& r : data.nodes) ++nodes[r.node].steps_run;
   for (ModelNode& n : nodes) n.update_op_types(devices);

@@ -119,12 +119,25 @@ bool is_placed_on_accelerator(std::string_view lowercase_device);
 // tfprof's shape vector: scalar {1}, unknown rank {}, unknown dims -1.
 std::vector<int64_t> tfprof_dims(const Shape& shape);
 
+// What the steps a ProfileModel no longer keeps contributed to one node: how many of them ran
+// it, and the sums of their NodeSteps (all_start/latest_end aside).
+struct DroppedTotals {
+  int64_t steps = 0;
+  NodeStats sums;
+};
+
 class ProfileModel {
  public:
   std::vector<ModelNode> nodes;
   std::vector<std::string> devices;        // lowercased device names seen in steps (TensorFlow's keys)
   std::vector<std::string> device_labels;  // the same as the steps spelled them (for timelines)
   std::map<int64_t, StepData> steps;
+  // At most this many steps are kept (0: all). When add_step goes past it, the lowest step is
+  // dropped and folded into `dropped`, so the memory stays bounded over any run length while
+  // the averages (stats(-1)) still cover every step ever added. A step added again after it
+  // was dropped counts as another step.
+  size_t max_steps = 0;
+  std::vector<DroppedTotals> dropped;  // indexed by node; empty until a step is dropped
   bool miss_accelerator_stream = false;  // a step had GPU scheduling but no stream:all stats
   // Bumped when nodes are added (the views' structures are rebuilt) / when steps change.
   uint64_t structure_version = 0;
@@ -145,6 +158,8 @@ class ProfileModel {
   int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
   int32_t intern_device(std::string_view device);
   bool has_code_traces() const;
+  // Folds the lowest steps into `dropped` until at most max_steps remain.
+  void drop_old_steps();
   // Rebuilds what is derived from the steps (steps_run, op types) after loading.
   void recompute_derived();
 

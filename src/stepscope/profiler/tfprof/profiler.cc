@@ -38,6 +38,11 @@ struct Profiler::Impl {
   mutable uint64_t model_chunk_version = ~0ull;
   mutable std::string model_chunk;
   std::map<int64_t, std::string> step_chunks;
+  // save()'s bytes, kept between saves: a hook saving after every trace would otherwise
+  // allocate and free the whole file's size each time.
+  mutable std::string save_buffer;
+
+  void serialize_into(std::string& bytes) const;
 
   const std::vector<tfprof::NodeStats>& stats_for(int64_t step) const {
     if (stats_version != model.steps_version || stats_step != step || stats.size() != model.nodes.size()) {
@@ -141,8 +146,9 @@ struct Profiler::Impl {
 
 Profiler::Profiler() : impl_(std::make_unique<Impl>()) {}
 
-Profiler::Profiler(const Graph& graph) : Profiler() {
+Profiler::Profiler(const Graph& graph, ProfilerOptions options) : Profiler() {
   impl_->graph = &graph;
+  impl_->model.max_steps = options.max_steps;
   impl_->model.sync_graph(graph);
 }
 
@@ -155,6 +161,9 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   m.model.add_step(step, run_metadata, m.graph, *m.log);
   auto it = m.model.steps.find(step);
   if (it != m.model.steps.end()) m.step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
+  // The encoded steps follow the model's: those it dropped go.
+  while (!m.step_chunks.empty() && !m.model.steps.count(m.step_chunks.begin()->first))
+    m.step_chunks.erase(m.step_chunks.begin());
 }
 
 std::vector<int64_t> Profiler::steps() const {
@@ -211,27 +220,32 @@ AdviceProto Profiler::advise(const AdvisorOptions& options, bool print) const {
 
 void Profiler::add_checker(std::unique_ptr<AdviceChecker> checker) { impl_->checkers.push_back(std::move(checker)); }
 
-std::string Profiler::serialize_to_string() const {
-  const Impl& m = *impl_;
-  if (m.model_chunk_version != m.model.structure_version) {
-    m.model_chunk = tfprof::encode_model_chunk(m.model);
-    m.model_chunk_version = m.model.structure_version;
+void Profiler::Impl::serialize_into(std::string& bytes) const {
+  if (model_chunk_version != model.structure_version) {
+    model_chunk = tfprof::encode_model_chunk(model);
+    model_chunk_version = model.structure_version;
   }
-  const std::string state = tfprof::encode_state_chunk(m.model);
-  size_t size = m.model_chunk.size() + state.size() + 64;
-  for (const auto& [_, chunk] : m.step_chunks) size += chunk.size();
-  std::string bytes;
+  const std::string state = tfprof::encode_state_chunk(model) + tfprof::encode_dropped_chunk(model);
+  size_t size = model_chunk.size() + state.size() + 64;
+  for (const auto& [_, chunk] : step_chunks) size += chunk.size();
+  bytes.clear();
   bytes.reserve(size);
   bytes += tfprof::encode_header();
-  bytes += m.model_chunk;
+  bytes += model_chunk;
   bytes += state;
-  for (const auto& [_, chunk] : m.step_chunks) bytes += chunk;
-  bytes += tfprof::encode_end_chunk(m.step_chunks.size());
+  for (const auto& [_, chunk] : step_chunks) bytes += chunk;
+  bytes += tfprof::encode_end_chunk(step_chunks.size());
+}
+
+std::string Profiler::serialize_to_string() const {
+  std::string bytes;
+  impl_->serialize_into(bytes);
   return bytes;
 }
 
 void Profiler::save(const std::filesystem::path& path) const {
-  write_file_atomically(path, serialize_to_string(), /*gzip=*/path.extension() == ".gz");
+  impl_->serialize_into(impl_->save_buffer);
+  write_file_atomically(path, impl_->save_buffer, /*gzip=*/path.extension() == ".gz");
 }
 
 Profiler Profiler::load(const std::filesystem::path& path, uint64_t max_decompressed_bytes) {

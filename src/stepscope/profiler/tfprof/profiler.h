@@ -77,18 +77,27 @@ struct MultiGraphProfile {
   std::string to_json() const { return stepscope::to_json(root); }
 };
 
+struct ProfilerOptions {
+  // How many traced steps are kept whole (their per-node statistics and execution records, for
+  // the views of one step, timelines and the critical path); 0 keeps every step. Older steps
+  // are folded into per-node totals, so the averages (step -1) still cover every step added
+  // while memory and the saved file stay bounded however long a run traces.
+  size_t max_steps = 100;
+};
+
 class Profiler {
  public:
-  explicit Profiler(const Graph& graph);
+  explicit Profiler(const Graph& graph, ProfilerOptions options = {});
   ~Profiler();
   Profiler(Profiler&&) noexcept;
   Profiler& operator=(Profiler&&) noexcept;
 
   // Adds the statistics of a traced step (RunMetadata of a FULL_TRACE run). Several
-  // RunMetadata may share a step number: they are merged. A RunMetadata without step stats is
+  // RunMetadata may share a step number: they are merged. Past options.max_steps the lowest
+  // step is dropped (steps() no longer lists it; the averages keep it). A RunMetadata without step stats is
   // ignored with TensorFlow's "Invalid RunMetadata for step <n>" on the log.
   void add_step(int64_t step, const RunMetadata& run_metadata);
-  // The steps added, ascending.
+  // The steps kept, ascending.
   std::vector<int64_t> steps() const;
 
   GraphProfile profile_name_scope(const ProfileOptions& options) const;

@@ -206,6 +206,48 @@ TEST_F(ProfilerTest, SaveAndLoadGiveTheSameViews) {
   fs::remove(path);
 }
 
+// Issue 12: every step was kept (and written) forever: ~19 KB more per trace, a profile file
+// that grew with the run. Past max_steps the oldest steps become per-node totals: the views of
+// the averages are exactly those of a profiler that kept everything, memory stays flat.
+TEST_F(ProfilerTest, KeepsAtMostMaxStepsAndTheAveragesOfAll) {
+  Profiler all(mlp_.graph, {.max_steps = 0});
+  Profiler bounded(mlp_.graph, {.max_steps = 3});
+  all.set_log(&log_);
+  bounded.set_log(&log_);
+  size_t size_after_5 = 0;
+  for (int64_t step = 10; step <= 20; ++step) {
+    const RunMetadata md = mlp_.traced_step();
+    all.add_step(step, md);
+    bounded.add_step(step, md);
+    if (step == 14) size_after_5 = bounded.serialize_to_string().size();
+  }
+  EXPECT_EQ(all.steps().size(), 11u);
+  EXPECT_EQ(bounded.steps(), (std::vector<int64_t>{18, 19, 20}));
+  EXPECT_EQ(bounded.model().steps.size(), 3u);
+  const auto expected = all_views(all);  // the average over steps 10..20 and step 20 alone
+  const auto got = all_views(bounded);
+  ASSERT_EQ(expected.size(), got.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(expected[i], got[i]) << "view " << i;
+  // The file holds three steps and the totals: about the size it had after five steps, not 11.
+  const std::string bytes = bounded.serialize_to_string();
+  EXPECT_LT(bytes.size(), size_after_5 + size_after_5 / 10);
+  EXPECT_LT(bytes.size(), all.serialize_to_string().size());
+  // And it loads with the same averages (the totals are saved).
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_bounded";
+  bounded.save(path);
+  Profiler loaded = Profiler::load(path);
+  loaded.set_log(&log_);
+  EXPECT_EQ(loaded.steps(), bounded.steps());
+  const auto reloaded = all_views(loaded);
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(expected[i], reloaded[i]) << "view " << i;
+  EXPECT_EQ(loaded.serialize_to_string(), bytes);
+  fs::remove(path);
+  // Memory: many more steps, still three kept.
+  for (int64_t step = 21; step <= 60; ++step) bounded.add_step(step, mlp_.traced_step());
+  EXPECT_EQ(bounded.model().steps.size(), 3u);
+  EXPECT_LT(bounded.serialize_to_string().size(), size_after_5 + size_after_5 / 10);
+}
+
 TEST_F(ProfilerTest, StepStatsOfAStepAsTheExecutorRecordedIt) {
   RunMetadata md = mlp_.traced_step();
   Profiler p(mlp_.graph);

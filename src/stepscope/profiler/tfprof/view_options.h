@@ -5,13 +5,16 @@
 
 #include <cstdint>
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "stepscope/profiler/tfprof/options.h"
+
+namespace re2 {
+class RE2;
+}
 
 namespace stepscope::tfprof {
 
@@ -48,14 +51,20 @@ enum class OrderBy : uint8_t {
   kOccurrence,
 };
 
-// Compiled regexes by pattern; a Profiler keeps one for its lifetime.
+// Compiled regexes by pattern; a Profiler keeps one for its lifetime. RE2, as in TensorFlow:
+// the patterns come from the user (command line, web UI) and RE2 matches in time linear in the
+// name, where a backtracking engine takes exponential time on patterns like '(.*)*Z'.
 class RegexCache {
  public:
+  RegexCache();
+  ~RegexCache();
+  RegexCache(RegexCache&&) noexcept;
+  RegexCache& operator=(RegexCache&&) noexcept;
   // InvalidArgumentError "Invalid option '<flag>' value: '<pattern>'" when it does not compile.
-  const std::regex& get(const std::string& pattern, std::string_view flag);
+  const re2::RE2& get(const std::string& pattern, std::string_view flag);
 
  private:
-  std::unordered_map<std::string, std::unique_ptr<std::regex>> compiled_;
+  std::unordered_map<std::string, std::unique_ptr<re2::RE2>> compiled_;
 };
 
 // A list of name regexes, each a full match (RE2::FullMatch in TensorFlow).
@@ -71,7 +80,7 @@ class NameMatcher {
 
  private:
   bool all_ = false;
-  std::vector<const std::regex*> regexes_;
+  std::vector<const re2::RE2*> regexes_;
 };
 
 struct ViewOptions {
