@@ -12,12 +12,11 @@
 //     session and comparing the medians of their wall times (counters traced_us, untraced_us,
 //     ratio); separate benchmark runs drift by +-20% here, more than what is measured.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
-
-#include <sys/resource.h>
 
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
@@ -117,8 +116,8 @@ Cnn::Cnn() {
     Output h = relu(scope, conv2d(scope, in, filter.value(), {1, 1, 1, 1}, "SAME"));
     return max_pool(scope, h, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
   };
-  Output h = conv_layer(root.with_name_scope("conv1"), x, 1, 16, 1);   // [32,14,14,16]
-  h = conv_layer(root.with_name_scope("conv2"), h, 16, 32, 2);         // [32,7,7,32]
+  Output h = conv_layer(root.with_name_scope("conv1"), x, 1, 16, 1);  // [32,14,14,16]
+  h = conv_layer(root.with_name_scope("conv2"), h, 16, 32, 2);        // [32,7,7,32]
   h = reshape(root, h, {-1, 7 * 7 * 32});
   Output logits = nn::dense(root.with_name_scope("dense"), h, 10, nn::Activation::none, {.seed = 3});
   Output loss = reduce_mean(root, sparse_softmax_cross_entropy_with_logits(root, y, logits));

@@ -1,13 +1,13 @@
 #include "stepscope/core/allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <new>
 #include <string>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "stepscope/base/error.h"
 

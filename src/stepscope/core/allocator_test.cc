@@ -43,8 +43,7 @@ TEST(CpuAllocator, ReusesFreedLargeBlocksWithoutAskingTheOs) {
   EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);
   // What tensors asked for is counted as before, cache or not.
   EXPECT_EQ(after.num_allocs - before.num_allocs, 11);
-  EXPECT_EQ(after.total_allocated_bytes - before.total_allocated_bytes,
-            static_cast<int64_t>(11 * kLarge - 4096));
+  EXPECT_EQ(after.total_allocated_bytes - before.total_allocated_bytes, static_cast<int64_t>(11 * kLarge - 4096));
   EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
 }
 

@@ -112,8 +112,7 @@ TEST(ApplyOps, InPlaceAndCopiedUpdatesGiveTheSameBits) {
     // And the update is the documented one (the first steps of GradientDescent, checked loosely).
     if (std::string(op) == "GradientDescent") {
       const std::vector<float> var = wave(1.0f, 0.5f), grad = wave(0.25f, -0.125f);
-      for (int64_t i = 0; i < kN; i += 997)
-        EXPECT_NEAR(a[0].flat<float>()[i], var[i] - 5 * 0.1f * grad[i], 1e-5f) << i;
+      for (int64_t i = 0; i < kN; i += 997) EXPECT_NEAR(a[0].flat<float>()[i], var[i] - 5 * 0.1f * grad[i], 1e-5f) << i;
     }
   }
 }

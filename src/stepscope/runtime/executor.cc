@@ -382,7 +382,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   for (size_t i = 0; i < feeds.size(); ++i) {
     const int slot = plan->feed_slots[i];
     s.slots[slot] = feeds[i].second;
-    s.slots[slot].add_holders(plan->initial_refs[slot] - 1);  // as process() does for outputs
+    if (plan->initial_refs[slot] > 1) s.slots[slot].add_holders(plan->initial_refs[slot] - 1);  // as for outputs
   }
   s.remaining.store(static_cast<int32_t>(num_items), std::memory_order_relaxed);
   if (options.timeout_in_ms > 0) s.deadline_ns = now_ns() + options.timeout_in_ms * 1000000;
