@@ -2,11 +2,17 @@
 // fixed seed: forward + softmax cross-entropy loss + backward + update, the figure compared with
 // PyTorch in BENCHMARKS.md (scripts/bench.sh runs both).
 //   BM_MlpTrainStep/threads:{1,2}/traced:{0,1}
+//   BM_CnnTrainStep/threads:{1,2}: a small conv net (two conv 3x3 + ReLU + max-pool, dense 10,
+//     Momentum) on 28x28 images, batch 32
+//   Both report page_faults_per_step: the process's minor page faults (pages the kernel mapped
+//     in on first touch, a sign of memory going back to the OS and coming again) per step after
+//     warm-up; 0 in the steady state.
 //   BM_MlpTracedOverUntraced/threads:{1,2}: the cost of tracing (issue 5's target: ratio <= 1.03),
 //     measured on this machine's noisy clock by alternating traced and untraced steps of one
 //     session and comparing the medians of their wall times (counters traced_us, untraced_us,
 //     ratio); separate benchmark runs drift by +-20% here, more than what is measured.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +22,7 @@
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
+#include "stepscope/train/variables.h"
 
 namespace stepscope {
 namespace {
@@ -48,6 +55,22 @@ Mlp::Mlp() {
   feeds = {{x, xs}, {y, ys}};
 }
 
+// The process's minor page faults so far (all threads).
+int64_t minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Runs the timed steps, counting the page faults they take.
+template <typename Step>
+void run_steps(benchmark::State& state, Step&& step) {
+  const int64_t faults = minor_faults();
+  for (auto _ : state) step();
+  state.counters["page_faults_per_step"] =
+      static_cast<double>(minor_faults() - faults) / static_cast<double>(std::max<int64_t>(1, state.iterations()));
+}
+
 void BM_MlpTrainStep(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const bool traced = state.range(1) != 0;
@@ -60,7 +83,7 @@ void BM_MlpTrainStep(benchmark::State& state) {
   options.trace_level = traced ? TraceLevel::kFullTrace : TraceLevel::kNoTrace;
   RunMetadata metadata;
   for (int i = 0; i < 20; ++i) session.run(feeds, {}, {train}, options, &metadata);  // warm-up
-  for (auto _ : state) session.run(feeds, {}, {train}, options, &metadata);
+  run_steps(state, [&] { session.run(feeds, {}, {train}, options, &metadata); });
   // iterations / 1000, as a rate, inverted: milliseconds per step.
   state.counters["ms_per_step"] = benchmark::Counter(static_cast<double>(state.iterations()) / 1000,
                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
@@ -73,6 +96,52 @@ BENCHMARK(BM_MlpTrainStep)
     ->Args({2, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+struct Cnn {
+  Graph g;
+  Node* train = nullptr;
+  Node* init = nullptr;
+  FeedList feeds;
+  Cnn();
+};
+
+Cnn::Cnn() {
+  Scope root(g);
+  constexpr int64_t kBatch = 32;
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 28, 28, 1});
+  Output y = placeholder(root.with_op_name("y"), DType::kInt64, Shape{-1});
+  auto conv_layer = [&](const Scope& scope, Output in, int64_t channels_in, int64_t channels_out, int64_t seed) {
+    Variable filter = make_variable(
+        scope, "filter", truncated_normal(scope, {3, 3, channels_in, channels_out}, 0.0, 0.1, DType::kFloat32, seed));
+    Output h = relu(scope, conv2d(scope, in, filter.value(), {1, 1, 1, 1}, "SAME"));
+    return max_pool(scope, h, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
+  };
+  Output h = conv_layer(root.with_name_scope("conv1"), x, 1, 16, 1);  // [32,14,14,16]
+  h = conv_layer(root.with_name_scope("conv2"), h, 16, 32, 2);        // [32,7,7,32]
+  h = reshape(root, h, {-1, 7 * 7 * 32});
+  Output logits = nn::dense(root.with_name_scope("dense"), h, 10, nn::Activation::none, {.seed = 3});
+  Output loss = reduce_mean(root, sparse_softmax_cross_entropy_with_logits(root, y, logits));
+  train = MomentumOptimizer(0.05, 0.9).minimize(root, loss);
+  init = global_variables_initializer(root);
+
+  std::mt19937 rng(42);
+  std::normal_distribution<float> normal;
+  Tensor xs(DType::kFloat32, Shape{kBatch, 28, 28, 1}), ys(DType::kInt64, Shape{kBatch});
+  for (float& v : xs.flat<float>()) v = normal(rng);
+  for (int64_t& v : ys.flat<int64_t>()) v = static_cast<int64_t>(rng() % 10);
+  feeds = {{x, xs}, {y, ys}};
+}
+
+void BM_CnnTrainStep(benchmark::State& state) {
+  Cnn cnn;
+  Session session(cnn.g, {.inter_op_threads = static_cast<int>(state.range(0))});
+  session.run(cnn.init);
+  for (int i = 0; i < 5; ++i) session.run(cnn.feeds, {}, {cnn.train});  // warm-up
+  run_steps(state, [&] { session.run(cnn.feeds, {}, {cnn.train}); });
+  state.counters["ms_per_step"] = benchmark::Counter(static_cast<double>(state.iterations()) / 1000,
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CnnTrainStep)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MlpTracedOverUntraced(benchmark::State& state) {
   Mlp mlp;

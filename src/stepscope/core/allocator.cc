@@ -1,9 +1,13 @@
 #include "stepscope/core/allocator.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "stepscope/base/error.h"
 
@@ -187,8 +191,8 @@ void Allocator::note_free(int64_t bytes) { bytes_in_use_.fetch_sub(bytes, std::m
 void* Allocator::allocate(size_t bytes, size_t alignment, int64_t* allocation_id) {
   void* p = raw_allocate(bytes, alignment);
   if (!p)
-    throw ResourceExhaustedError("allocator " + name_ + " ran out of memory allocating " + std::to_string(bytes) +
-                                 " bytes");
+    throw ResourceExhaustedError("OOM when allocating " + std::to_string(bytes) + " bytes: allocator " + name_ +
+                                 " ran out of memory (" + std::to_string(bytes_in_use()) + " bytes in use)");
   const int64_t id = note_allocation(static_cast<int64_t>(bytes));
   if (allocation_id) *allocation_id = id;
   return p;
@@ -205,6 +209,7 @@ AllocatorStats Allocator::stats() const {
     stats.num_allocs += stripes_[i].num_allocs.load(std::memory_order_relaxed);
     stats.total_allocated_bytes += stripes_[i].total_bytes.load(std::memory_order_relaxed);
   }
+  cache_stats(stats);
   return stats;
 }
 
@@ -256,21 +261,184 @@ void unpoison(void* p, size_t n) {
 #endif
 }
 
-// Gives a thread's cached blocks back to glibc when the thread exits.
+// Gives the calling thread's cached small blocks back to glibc; returns their bytes.
+size_t release_thread_cache() {
+  ThreadCache& c = tls_cache;
+  const size_t released = c.cached_bytes;
+  for (int k = 0; k < kNumClasses; ++k) {
+    while (FreeBlock* b = c.head[k]) {
+      unpoison(b, kMinClassSize << k);
+      c.head[k] = b->next;
+      std::free(b);
+    }
+    c.count[k] = 0;
+  }
+  c.cached_bytes = 0;
+  return released;
+}
+
+// Empties a thread's cache when the thread exits.
 struct ThreadCacheReaper {
   ~ThreadCacheReaper() {
-    ThreadCache& c = tls_cache;
-    for (int k = 0; k < kNumClasses; ++k) {
-      while (FreeBlock* b = c.head[k]) {
-        unpoison(b, kMinClassSize << k);
-        c.head[k] = b->next;
-        std::free(b);
-      }
-      c.count[k] = 0;
-    }
-    c.cached_bytes = 0;
-    c.state = ThreadCache::kDead;
+    release_thread_cache();
+    tls_cache.state = ThreadCache::kDead;
   }
+};
+
+// Blocks over kMaxClassSize, cached whole in size classes: eight per power of two, each a
+// multiple of 8 KiB (so of the page size). The mapping is the OS's (mmap, not glibc's heap), so
+// that what is given back really goes back, and a block's pages past the request stay untouched.
+// A free block carries its links in its first bytes (the cache allocates nothing); one mutex
+// guards the cache: a large allocation is rare next to the work on its memory.
+class LargeBlockCache {
+ public:
+  static constexpr int kSubClasses = 8;
+  static constexpr size_t kMaxBytes = size_t{1} << 47;  // beyond any address space
+
+  static size_t class_size(size_t bytes) {
+    const int k = std::bit_width(bytes - 1) - 1;  // 2^k < bytes <= 2^(k+1)
+    const size_t step = size_t{1} << (k - 3);
+    return (bytes + step - 1) / step * step;
+  }
+
+  LargeBlockCache() {
+    size_t limit = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE)) / 4;
+    if (const char* mb = std::getenv("STEPSCOPE_ALLOCATOR_CACHE_MB"); mb && *mb) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(mb, &end, 10);
+      if (end && *end == 0) limit = static_cast<size_t>(v) << 20;
+    }
+    limit_.store(limit, std::memory_order_relaxed);
+  }
+
+  void* allocate(size_t bytes) {
+    if (bytes > kMaxBytes) return nullptr;
+    const size_t size = class_size(bytes);
+    const int k = index(size);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (Block* b = heads_[k]) {
+        unlink(b);
+        unpoison(b, size);
+        poison(reinterpret_cast<char*>(b) + bytes, size - bytes);  // the class's rounding
+        return b;
+      }
+    }
+    void* p = map(size);
+    if (!p && release() > 0) p = map(size);  // what the cache held may be what is missing
+    if (p) poison(static_cast<char*>(p) + bytes, size - bytes);
+    return p;
+  }
+
+  void deallocate(void* ptr, size_t bytes) {
+    const size_t size = class_size(bytes);
+    if (size > limit_.load(std::memory_order_relaxed)) return unmap(ptr, size);
+    unpoison(ptr, size);
+    poison(static_cast<char*>(ptr) + sizeof(Block), size - sizeof(Block));
+    Block* evicted = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto* b = new (ptr) Block{size, index(size), nullptr, nullptr, nullptr, nullptr};
+      if (Block* head = heads_[b->klass]) head->prev = b, b->next = head;
+      heads_[b->klass] = b;
+      if (newest_) newest_->newer = b, b->older = newest_;
+      newest_ = b;
+      if (!oldest_) oldest_ = b;
+      cached_ += size;
+      evicted = evict(limit_.load(std::memory_order_relaxed));
+    }
+    unmap_all(evicted);
+  }
+
+  void set_limit(size_t bytes) {
+    limit_.store(bytes, std::memory_order_relaxed);
+    Block* evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      evicted = evict(bytes);
+    }
+    unmap_all(evicted);
+  }
+  size_t limit() const { return limit_.load(std::memory_order_relaxed); }
+
+  size_t release() {
+    Block* evicted;
+    size_t released;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      released = cached_;
+      evicted = evict(0);
+    }
+    unmap_all(evicted);
+    return released;
+  }
+
+  int64_t cached_bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int64_t>(cached_);
+  }
+  int64_t num_maps() const { return num_maps_.load(std::memory_order_relaxed); }
+
+ private:
+  // A cached block's first bytes: its class list (most recently freed first, whose memory is
+  // likeliest still in cache) and the cache's list in freeing order (the oldest go first).
+  struct Block {
+    size_t size;
+    int klass;
+    Block *prev, *next;    // in heads_[klass]
+    Block *older, *newer;  // from oldest_ to newest_
+  };
+  static constexpr int kNumClasses = (64 - 17) * kSubClasses;
+
+  static int index(size_t size) {
+    const int k = std::bit_width(size - 1) - 1;
+    return (k - 16) * kSubClasses + static_cast<int>(size >> (k - 3)) - (kSubClasses + 1);
+  }
+
+  void unlink(Block* b) {
+    (b->prev ? b->prev->next : heads_[b->klass]) = b->next;
+    if (b->next) b->next->prev = b->prev;
+    (b->older ? b->older->newer : oldest_) = b->newer;
+    (b->newer ? b->newer->older : newest_) = b->older;
+    cached_ -= b->size;
+  }
+
+  // Takes the oldest blocks out until at most `limit` bytes stay; returns them chained by `next`.
+  Block* evict(size_t limit) {
+    Block* out = nullptr;
+    while (cached_ > limit) {
+      Block* b = oldest_;
+      unlink(b);
+      b->next = out;
+      out = b;
+    }
+    return out;
+  }
+
+  void* map(size_t size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    num_maps_.fetch_add(1, std::memory_order_relaxed);
+    return p;
+  }
+  static void unmap(void* p, size_t size) {
+    unpoison(p, size);
+    munmap(p, size);
+  }
+  static void unmap_all(Block* b) {
+    while (b) {
+      Block* next = b->next;
+      unmap(b, b->size);
+      b = next;
+    }
+  }
+
+  mutable std::mutex mutex_;
+  Block* heads_[kNumClasses] = {};
+  Block *oldest_ = nullptr, *newest_ = nullptr;
+  size_t cached_ = 0;
+  std::atomic<size_t> limit_{0};
+  std::atomic<int64_t> num_maps_{0};
 };
 
 class CpuAllocator final : public Allocator {
@@ -278,13 +446,23 @@ class CpuAllocator final : public Allocator {
   CpuAllocator() : Allocator("cpu") {}
 
   size_t allocated_size(size_t bytes, size_t alignment) const override {
-    if (bytes > kMaxClassSize) return Allocator::allocated_size(bytes, alignment);
+    if (bytes > kMaxClassSize) return LargeBlockCache::class_size(bytes);
     return std::max(kMinClassSize << size_class(bytes), alignment);
   }
 
+  void set_cache_limit(size_t bytes) override { large_.set_limit(bytes); }
+  size_t cache_limit() const override { return large_.limit(); }
+  size_t release_cached_memory() override { return large_.release() + release_thread_cache(); }
+
  protected:
   void* raw_allocate(size_t bytes, size_t alignment) override {
-    if (bytes > kMaxClassSize) return std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+    if (bytes > kMaxClassSize) {
+      // Mappings are page-aligned; tensors ask for 64 bytes.
+      if (alignment > kPageAlignment)
+        throw InternalError("allocator " + name() + ": no alignment over " + std::to_string(kPageAlignment) +
+                            " bytes (asked for " + std::to_string(alignment) + ")");
+      return large_.allocate(bytes);
+    }
     const int k = size_class(bytes);
     const size_t size = kMinClassSize << k;
     if (alignment <= kMinClassSize) {
@@ -303,28 +481,35 @@ class CpuAllocator final : public Allocator {
   }
 
   void raw_deallocate(void* ptr, size_t bytes) override {
-    if (bytes <= kMaxClassSize) {
-      ThreadCache& c = tls_cache;
-      const int k = size_class(bytes);
-      const size_t size = kMinClassSize << k;
-      if (c.state == ThreadCache::kUnused) {
-        thread_local ThreadCacheReaper reaper;  // registers the exit hook for this thread
-        (void)reaper;
-        c.state = ThreadCache::kActive;
-      }
-      if (c.state == ThreadCache::kActive && c.count[k] < kMaxCachedBlocks &&
-          c.cached_bytes + size <= kMaxCachedBytes) {
-        auto* b = static_cast<FreeBlock*>(ptr);
-        b->next = c.head[k];
-        c.head[k] = b;
-        c.count[k]++;
-        c.cached_bytes += size;
-        poison(b, size);
-        return;
-      }
+    if (bytes > kMaxClassSize) return large_.deallocate(ptr, bytes);
+    ThreadCache& c = tls_cache;
+    const int k = size_class(bytes);
+    const size_t size = kMinClassSize << k;
+    if (c.state == ThreadCache::kUnused) {
+      thread_local ThreadCacheReaper reaper;  // registers the exit hook for this thread
+      (void)reaper;
+      c.state = ThreadCache::kActive;
+    }
+    if (c.state == ThreadCache::kActive && c.count[k] < kMaxCachedBlocks && c.cached_bytes + size <= kMaxCachedBytes) {
+      auto* b = static_cast<FreeBlock*>(ptr);
+      b->next = c.head[k];
+      c.head[k] = b;
+      c.count[k]++;
+      c.cached_bytes += size;
+      poison(b, size);
+      return;
     }
     std::free(ptr);
   }
+
+  void cache_stats(AllocatorStats& stats) const override {
+    stats.bytes_cached = large_.cached_bytes();
+    stats.num_system_allocs = large_.num_maps();
+  }
+
+ private:
+  static constexpr size_t kPageAlignment = 4096;
+  LargeBlockCache large_;
 };
 
 }  // namespace

@@ -23,6 +23,9 @@ struct AllocatorStats {
   int64_t num_allocs = 0;
   int64_t total_allocated_bytes = 0;  // sum over all allocations ever made
   int64_t largest_alloc_size = 0;
+  // The allocator's own memory beside what tensors asked for (the CPU allocator's; 0 elsewhere):
+  int64_t bytes_cached = 0;       // freed large blocks kept for reuse
+  int64_t num_system_allocs = 0;  // large blocks mapped from the OS so far (a cache miss each)
 };
 
 class Allocator;
@@ -134,6 +137,11 @@ class Allocator {
   }
 
   AllocatorStats stats() const;
+  // Free memory an allocator keeps for reuse (see cpu_allocator()): its bound in bytes, and a way
+  // to give it back to the OS (returns the bytes released). Allocators that keep none ignore both.
+  virtual void set_cache_limit(size_t bytes) { (void)bytes; }
+  virtual size_t cache_limit() const { return 0; }
+  virtual size_t release_cached_memory() { return 0; }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
   // Bookkeeping only (used by buffers that record themselves); returns the allocation id.
   int64_t note_allocation(int64_t bytes);
@@ -142,6 +150,8 @@ class Allocator {
  protected:
   virtual void* raw_allocate(size_t bytes, size_t alignment) = 0;
   virtual void raw_deallocate(void* ptr, size_t bytes) = 0;
+  // Fills the cache figures of stats().
+  virtual void cache_stats(AllocatorStats& stats) const { (void)stats; }
 
  private:
   // bytes_in_use is one atomic, so that it and its peak are exact at every moment. The counts
@@ -157,8 +167,20 @@ class Allocator {
   std::unique_ptr<Stripe[]> stripes_;
 };
 
-// The process-wide CPU allocator ("cpu", as TensorFlow names it). Blocks up to 64 KiB are
-// recycled through per-thread caches of freed blocks (bounded at 1 MiB per thread).
+// The process-wide CPU allocator ("cpu", as TensorFlow names it). It keeps freed memory for
+// reuse, so that a training step in the steady state asks nothing of the OS (no mmap, munmap or
+// page fault) and nothing of glibc:
+// - blocks up to 64 KiB: per-thread caches of freed blocks in power-of-two classes (bounded at
+//   1 MiB per thread), over glibc;
+// - larger blocks: mapped from the OS in size classes (eight per power of two, so at most 1/8
+//   of a block's address space is rounding, and pages past the request are never touched unless
+//   a larger request of the class reuses it), kept when freed in one cache shared by all threads,
+//   and given to the next request of the same class. The cache holds at most cache_limit() bytes
+//   (default: a quarter of physical memory; STEPSCOPE_ALLOCATOR_CACHE_MB in the environment, in
+//   MiB, or set_cache_limit(); 0 caches nothing) and gives its least recently freed blocks back
+//   first; release_cached_memory() empties it (and the calling thread's small-block cache). When
+//   the OS refuses a mapping, the cache is emptied and the mapping tried once more before the
+//   allocation fails with ResourceExhaustedError.
 Allocator* cpu_allocator();
 
 }  // namespace stepscope

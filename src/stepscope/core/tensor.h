@@ -33,13 +33,14 @@ class Buffer {
   }
   int64_t allocation_id() const { return allocation_id_; }
   const Allocator* allocator() const { return allocator_; }
-  void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void add_ref(int32_t n = 1) { refs_.fetch_add(n, std::memory_order_relaxed); }
   // The last reference skips the locked decrement: with a count of 1 nobody else holds one to
   // add to it from (the acquire pairs with the release of earlier holders' decrements).
   void release() {
     if (refs_.load(std::memory_order_acquire) == 1 || refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
   }
   bool unique() const { return refs_.load(std::memory_order_acquire) == 1; }
+  int32_t ref_count() const { return refs_.load(std::memory_order_acquire); }
 
  private:
   static constexpr size_t kHeaderSize = 64;
@@ -112,6 +113,18 @@ class Tensor {
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
   // True when this is the only reference to the buffer (safe to overwrite in place).
   bool buffer_unique() const { return buffer_ && buffer_->unique(); }
+  // The references to the buffer, this one included (0: no buffer).
+  int32_t buffer_ref_count() const { return buffer_ ? buffer_->ref_count() : 0; }
+  // For one Tensor that stands for several holders at once (an executor's output slot, read by
+  // each of its consumers): counts `n` more references to the buffer, each given back by a
+  // drop_holder() while this Tensor still holds its own, so that buffer_unique() of any copy
+  // sees every reader. No-ops on an uninitialized tensor.
+  void add_holders(int32_t n) {
+    if (buffer_) buffer_->add_ref(n);
+  }
+  void drop_holder() {
+    if (buffer_) buffer_->release();
+  }
 
   void* raw_data() { return buffer_ ? buffer_->data() : nullptr; }
   const void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }

@@ -1,6 +1,7 @@
 #include "stepscope/ops/state_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
@@ -140,20 +141,29 @@ void assign_kernel(KernelContext& c) {
   const Node& var = *c.node().input(0).node;
   const Tensor& value = c.input(1);
   const bool validate = c.attrs().get_or<bool>("validate_shape", true);
-  // A buffer only the executor's slot holds can be adopted: nothing else can see it change, and
-  // nothing ever writes into a buffer the variable shares. Otherwise (a feed the caller still
-  // holds, a Const, a value other ops still read) keep a private copy.
-  Tensor stored = value.buffer_unique() ? value : value.deep_copy(c.allocator());
   auto& slot = c.resources().variable(var);
-  {
-    std::lock_guard<std::mutex> lock(slot.mutex);
-    if (validate) {
-      const Shape& lhs = slot.value.initialized() ? slot.value.shape() : var.attrs().get<Shape>("shape");
-      if (!lhs.compatible_with(value.shape())) c.fail(assign_shape_message(lhs, value.shape()));
-    }
-    slot.value = stored;
+  std::lock_guard<std::mutex> lock(slot.mutex);
+  if (validate) {
+    const Shape& lhs = slot.value.initialized() ? slot.value.shape() : var.attrs().get<Shape>("shape");
+    if (!lhs.compatible_with(value.shape())) c.fail(assign_shape_message(lhs, value.shape()));
   }
-  c.set_output(0, std::move(stored));
+  // Three ways to the new value, cheapest first, none writing into a buffer anyone else can see:
+  // adopt value's buffer when only this op holds it (the executor counts each consumer in the
+  // buffer's references); copy into the variable's buffer when only the variable holds that one
+  // (the common case in training, where the step's reads are gone); else a private copy (a feed
+  // the caller still holds, a Const, a value other ops still read, the variable's value fetched).
+  if (value.buffer_unique()) {
+    slot.value = value;
+  } else if (slot.value.buffer_unique() && slot.value.dtype() == value.dtype() && slot.value.shape() == value.shape()) {
+    if (value.dtype() == DType::kString) {
+      std::copy_n(value.data<std::string>(), value.num_elements(), slot.value.data<std::string>());
+    } else {
+      std::memcpy(slot.value.raw_data(), value.raw_data(), static_cast<size_t>(value.bytes()));
+    }
+  } else {
+    slot.value = value.deep_copy(c.allocator());
+  }
+  c.set_output(0, slot.value);
 }
 
 template <bool kAdd>
@@ -166,9 +176,10 @@ void update_kernel(KernelContext& c) {
   std::lock_guard<std::mutex> lock(slot.mutex);
   if (!slot.value.initialized()) c.fail(ErrorCode::kFailedPrecondition, uninitialized_message(var));
   if (slot.value.shape() != delta.shape()) c.fail(update_shape_message(slot.value.shape(), delta.shape()));
-  // When the variable holds the only reference, nobody can observe the buffer: update in place
-  // (the common case in training, where the previous step's reads are gone). Otherwise build the
-  // new value in a fresh buffer, leaving the old one to whoever holds it.
+  // When the variable holds the only reference, nobody can observe the buffer (the executor
+  // counts every consumer of a read in the buffer's references): update in place (the common
+  // case in training, where the step's reads are gone). Otherwise build the new value in a fresh
+  // buffer, leaving the old one to whoever holds it.
   Tensor result = slot.value.buffer_unique() ? slot.value : Tensor(delta.dtype(), delta.shape(), c.allocator());
   dispatch_numeric(delta.dtype(), [&](auto zero) {
     using T = decltype(zero);

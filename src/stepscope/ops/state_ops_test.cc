@@ -130,6 +130,27 @@ TEST(Variable, UpdatesInPlaceWhenNobodyElseHoldsTheValue) {
   EXPECT_NE(sess.run(v).raw_data(), now.raw_data());
 }
 
+TEST(Variable, AssignWritesIntoTheVariablesBufferWhenOnlyTheVariableHoldsIt) {
+  Graph g;
+  Scope s(g);
+  constexpr int64_t n = 1 << 16;
+  auto v = variable(s, Shape{n}, DType::kFloat32);
+  auto ones = assign(s, v, fill(s, {n}, 1.0f));  // a fresh value nobody else holds: adopted
+  auto twos = assign(s, v, constant(s, std::vector<float>(n, 2.0f), Shape{n}));  // the Const keeps its own
+  Session sess(g);
+  sess.run(ones.node);
+  const int64_t id = sess.run(v).buffer()->allocation_id();
+  sess.run(twos.node);
+  Tensor now = sess.run(v);
+  EXPECT_EQ(now.buffer()->allocation_id(), id);  // copied into the variable's buffer
+  EXPECT_EQ(now.flat<float>()[n - 1], 2.0f);
+  sess.run(twos.node);  // `now` holds the buffer: a private copy instead
+  EXPECT_NE(sess.run(v).buffer()->allocation_id(), id);
+  sess.run(ones.node);
+  EXPECT_EQ(now.flat<float>()[n - 1], 2.0f);
+  EXPECT_EQ(sess.run(v).flat<float>()[n - 1], 1.0f);
+}
+
 TEST(Variable, AssignKeepsItsOwnCopyOfAFedValue) {
   Graph g;
   Scope s(g);

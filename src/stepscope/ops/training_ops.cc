@@ -1,6 +1,8 @@
 #include "stepscope/ops/training_ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/registry.h"
@@ -63,8 +65,35 @@ int64_t elementwise_flops(const CostContext& c, int64_t per_element) {
   return c.output_shapes[0].num_elements() * per_element;
 }
 
-// Runs `update(old values..., out values..., n)` on fresh buffers for every variable input and
-// swaps them in. The variable slots are locked in input order for the swap only.
+// Locks the distinct variable slots among `slots` (an op may name one variable twice), in
+// address order, so that two updates of the same variables never wait on each other.
+class SlotLocks {
+ public:
+  SlotLocks(ResourceStore::VariableSlot* const* slots, size_t n) {
+    for (size_t k = 0; k < n; ++k) held_[k] = &slots[k]->mutex;
+    std::sort(held_, held_ + n);
+    n_ = static_cast<size_t>(std::unique(held_, held_ + n) - held_);
+    for (size_t k = 0; k < n_; ++k) held_[k]->lock();
+  }
+  ~SlotLocks() {
+    for (size_t k = n_; k-- > 0;) held_[k]->unlock();
+  }
+  SlotLocks(const SlotLocks&) = delete;
+  SlotLocks& operator=(const SlotLocks&) = delete;
+
+ private:
+  std::mutex* held_[3];
+  size_t n_ = 0;
+};
+
+// Runs `update(out)` with out[k] the tensor to write the new value of the k-th variable input
+// into, element by element from the inputs (the value the step read), and stores it. out[k] is
+// the variable's own buffer, updated in place, when the variable still holds the value this op
+// read and nothing but the variable and this op's input holds it: no reader of this step (the
+// executor counts each consumer of a read in the buffer's references), no earlier fetch, no
+// other step can see it change. Otherwise it is a fresh buffer the variable then takes (copy on
+// write), so a value handed out stays as it was. The slots stay locked for the whole update: a
+// read in a concurrent step waits for it rather than see a half-updated value.
 template <typename Update>
 void apply_update(KernelContext& c, const Layout& layout, Update&& update) {
   const Tensor& grad = c.input(layout.grad);
@@ -72,15 +101,20 @@ void apply_update(KernelContext& c, const Layout& layout, Update&& update) {
     if (!c.input(i).shape().compatible_with(grad.shape()) || c.input(i).num_elements() != grad.num_elements())
       c.fail("var and grad shapes differ: " + c.input(i).shape().to_string() + " vs " + grad.shape().to_string());
   }
-  std::vector<Tensor> fresh;
-  for (int i : layout.variables) fresh.emplace_back(c.input(i).dtype(), c.input(i).shape(), c.allocator());
-  update(fresh);
-  for (size_t k = 0; k < layout.variables.size(); ++k) {
-    auto& slot = c.resources().variable(*c.node().input(layout.variables[k]).node);
-    std::lock_guard<std::mutex> lock(slot.mutex);
-    slot.value = fresh[k];
+  constexpr size_t kMaxVariables = 3;
+  const size_t n = layout.variables.size();
+  ResourceStore::VariableSlot* slots[kMaxVariables];
+  for (size_t k = 0; k < n; ++k) slots[k] = &c.resources().variable(*c.node().input(layout.variables[k]).node);
+  SlotLocks locks(slots, n);
+  Tensor out[kMaxVariables];
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor& in = c.input(layout.variables[k]);
+    const bool in_place = in.shares_buffer_with(slots[k]->value) && in.buffer_ref_count() == 2;
+    out[k] = in_place ? slots[k]->value : Tensor(in.dtype(), in.shape(), c.allocator());
   }
-  c.set_output(0, fresh[0]);
+  update(out);
+  for (size_t k = 0; k < n; ++k) slots[k]->value = out[k];
+  c.set_output(0, std::move(out[0]));
 }
 
 template <typename T>
@@ -94,7 +128,7 @@ void gradient_descent_kernel(KernelContext& c) {
     using T = decltype(zero);
     if constexpr (std::is_floating_point_v<T>) {
       const T alpha = scalar<T>(c, 1);
-      apply_update(c, layout, [&](std::vector<Tensor>& out) {
+      apply_update(c, layout, [&](Tensor* out) {
         const T* var = c.input(0).data<T>();
         const T* g = c.input(2).data<T>();
         T* o = out[0].data<T>();
@@ -113,7 +147,7 @@ void momentum_kernel(KernelContext& c) {
     using T = decltype(zero);
     if constexpr (std::is_floating_point_v<T>) {
       const T lr = scalar<T>(c, 2), momentum = scalar<T>(c, 4);
-      apply_update(c, layout, [&](std::vector<Tensor>& out) {
+      apply_update(c, layout, [&](Tensor* out) {
         const T* var = c.input(0).data<T>();
         const T* accum = c.input(1).data<T>();
         const T* g = c.input(3).data<T>();
@@ -139,7 +173,7 @@ void adam_kernel(KernelContext& c) {
       const T beta1_power = scalar<T>(c, 3), beta2_power = scalar<T>(c, 4), lr = scalar<T>(c, 5),
               beta1 = scalar<T>(c, 6), beta2 = scalar<T>(c, 7), epsilon = scalar<T>(c, 8);
       const T lr_t = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-      apply_update(c, layout, [&](std::vector<Tensor>& out) {
+      apply_update(c, layout, [&](Tensor* out) {
         const T* var = c.input(0).data<T>();
         const T* m = c.input(1).data<T>();
         const T* v = c.input(2).data<T>();

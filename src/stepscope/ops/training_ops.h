@@ -1,8 +1,9 @@
 // Training ops: the fused variable updates optimizers apply (TensorFlow's training_ops):
 // ApplyGradientDescent, ApplyMomentum, ApplyAdam. Input 0 (and the slot inputs m, v, accum)
-// must come straight from VariableV2 nodes. Updates are copy-on-write: the new value goes into
-// a fresh buffer swapped into the variable, so a value read earlier in the step (or fetched by
-// the user) never changes under its reader.
+// must come straight from VariableV2 nodes. Updates are in place (var, m, v, accum) when only
+// the variable and the op's own input hold the value, and copy-on-write otherwise: the new value
+// goes into a fresh buffer swapped into the variable, so a value read earlier in the step (by an
+// op still running, or fetched by the user) never changes under its reader.
 #pragma once
 
 #include "stepscope/graph/scope.h"

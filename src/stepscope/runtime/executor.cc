@@ -143,6 +143,23 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
   return false;
 }
 
+// The allocator's out-of-memory error, thrown from a tensor a kernel made, knows nothing of the
+// kernel: it gets the node's prefix that the kernel's own errors have.
+[[gnu::cold]] std::exception_ptr out_of_memory(const Node& node, const ResourceExhaustedError& e) {
+  const std::string prefix = node_error_message(node, "");
+  if (std::string_view(e.what()).starts_with(prefix)) return std::current_exception();
+  return std::make_exception_ptr(ResourceExhaustedError(prefix + e.what()));
+}
+
+// Gives up one hold on a slot (a consumer's, a fetch's or a feed's): the slot's tensor when it
+// was the last, otherwise one of the references counted for the holders (see process()).
+inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
+  if (count_down(refs, threaded))
+    slot = Tensor();
+  else
+    slot.drop_holder();
+}
+
 // What a traced step records of a fed tensor, as output `slot` of its node: what run_node
 // records of the outputs a kernel made (the allocator named as the executor names the kernels'
 // allocator). Cold: see place_feeds.
@@ -206,6 +223,8 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
                                                                std::string(dtype_name(outputs[i].dtype())) +
                                                                ", graph says " + std::string(dtype_name(dtypes[i]))));
     }
+  } catch (const ResourceExhaustedError& e) {
+    s->fail(out_of_memory(*item.node, e));
   } catch (const Error&) {
     s->fail(std::current_exception());
   } catch (const std::exception& e) {
@@ -279,6 +298,12 @@ void Executor::process(RunState* s, int first) const {
     const int index = ready[num_ready];
     run_node(s, index, rec, thread_id, ready_since[num_ready]);
     const Plan::Item& item = plan.items[index];
+    // Every consumer of an output (and the fetch holding it) counts in its buffer's references,
+    // not only the slot: a kernel that updates a buffer in place when nobody else holds it (a
+    // variable's update) then never writes under a reader of the same step still running.
+    const int* out_refs = plan.initial_refs.data() + item.output_base;
+    for (int o = 0; o < item.num_outputs; ++o)
+      if (out_refs[o] > 1) s->slots[item.output_base + o].add_holders(out_refs[o] - 1);
 
     // Successors that became ready: keep cheap ones (and one expensive one) here. Traced, a
     // successor became ready when this node ended.
@@ -305,12 +330,9 @@ void Executor::process(RunState* s, int first) const {
         kept_expensive |= expensive;
       }
     }
-    // Release inputs whose last consumer this was.
+    // Release the inputs: the slot when this was its last consumer, otherwise this one's hold.
     const int* in_slots = plan.input_slots.data() + item.input_base;
-    for (int i = 0; i < item.num_inputs; ++i) {
-      const int slot = in_slots[i];
-      if (count_down(s->refs[slot], threaded)) s->slots[slot] = Tensor();
-    }
+    for (int i = 0; i < item.num_inputs; ++i) release(s->refs[in_slots[i]], s->slots[in_slots[i]], threaded);
     // Outputs nobody consumes are released at once.
     for (int o = 0; o < item.num_outputs; ++o)
       if (plan.initial_refs[item.output_base + o] == 0) s->slots[item.output_base + o] = Tensor();
@@ -357,26 +379,29 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   s.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < num_items; ++i) s.pending[i].store(plan->items[i].initial_pending, std::memory_order_relaxed);
   for (int i = 0; i < plan->num_slots; ++i) s.refs[i].store(plan->initial_refs[i], std::memory_order_relaxed);
-  for (size_t i = 0; i < feeds.size(); ++i) s.slots[plan->feed_slots[i]] = feeds[i].second;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    const int slot = plan->feed_slots[i];
+    s.slots[slot] = feeds[i].second;
+    if (plan->initial_refs[slot] > 1) s.slots[slot].add_holders(plan->initial_refs[slot] - 1);  // as for outputs
+  }
   s.remaining.store(static_cast<int32_t>(num_items), std::memory_order_relaxed);
   if (options.timeout_in_ms > 0) s.deadline_ns = now_ns() + options.timeout_in_ms * 1000000;
 
-  // Whatever happens, the buffers go back with every slot empty.
+  // Whatever happens, the buffers go back with every slot empty: the fetches and feeds give up
+  // their holds as consumers do (so no reference counted for them stays behind).
   bool clean = false;
   struct GiveBack {
-    const Plan& plan;
+    RunState& s;
     StepBuffers* buf;
     const bool& clean;
     ~GiveBack() {
-      if (clean) {
-        for (int slot : plan.fetch_slots) buf->slots[slot] = Tensor();
-        for (int slot : plan.feed_slots) buf->slots[slot] = Tensor();
-      } else {
-        for (int i = 0; i < plan.num_slots; ++i) buf->slots[i] = Tensor();
-      }
-      plan.give_back(buf);
+      for (int slot : s.plan->fetch_slots) release(s.refs[slot], buf->slots[slot], false);
+      for (int slot : s.plan->feed_slots) release(s.refs[slot], buf->slots[slot], false);
+      if (!clean)
+        for (int i = 0; i < s.plan->num_slots; ++i) buf->slots[i] = Tensor();
+      s.plan->give_back(buf);
     }
-  } give_back{*plan, buf, clean};
+  } give_back{s, buf, clean};
 
   StepStats* stats = nullptr;
   StepClock::Point start{};

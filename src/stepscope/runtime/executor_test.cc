@@ -144,6 +144,77 @@ TEST(Executor, KernelErrorOnWorkerIsRaisedAndSessionStaysUsable) {
   }
 }
 
+TEST(Executor, OutOfMemoryNamesTheNodeAndTheSessionStaysUsable) {
+  Graph g;
+  Scope s(g);
+  // 2^50 floats: 4 PiB, beyond any machine, yet far from int64's limits.
+  auto huge = fill(s.with_op_name("huge"), {int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 10}, 1.0f);
+  auto small = fill(s.with_op_name("small"), {1 << 16}, 2.0f);
+  Session sess(g, {.inter_op_threads = 2});
+  const int64_t in_use = cpu_allocator()->bytes_in_use();
+  for (int rep = 0; rep < 3; ++rep) {
+    try {
+      sess.run({}, {huge, small});
+      FAIL() << "expected ResourceExhaustedError";
+    } catch (const ResourceExhaustedError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind("[Fill] huge: OOM when allocating ", 0), 0u) << message;
+      EXPECT_NE(message.find(std::to_string((int64_t{4} << 50) + 64) + " bytes"), std::string::npos) << message;
+    }
+    EXPECT_EQ(sess.run(small).num_elements(), 1 << 16);
+  }
+  EXPECT_EQ(cpu_allocator()->bytes_in_use(), in_use);
+}
+
+// Counts the references to its input's buffer while it runs (int32 scalar).
+const OpDef& ref_count_op() {
+  static const OpDef def{
+      .name = "TestRefCount",
+      .num_inputs = 1,
+      .shape = [](ShapeContext& c) { c.set_output(0, DType::kInt32, Shape{}); },
+      .kernel = [](KernelContext& c) { c.set_output(0, Tensor::scalar<int32_t>(c.input(0).buffer_ref_count())); },
+      .doc = "a test op",
+  };
+  return def;
+}
+
+TEST(Executor, EveryConsumerAndFetchOfAnOutputHoldsAReference) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4});
+  auto y = add_one(s, x);
+  std::vector<Output> counts;
+  for (int i = 0; i < 3; ++i) counts.push_back(s.add_node(ref_count_op(), {y}, {}, CallSite::current())->output(0));
+  // One thread: the consumers run one after the other, each giving its reference up after it.
+  Session sess(g, {.inter_op_threads = 1});
+  const Tensor feed = Tensor::from_vector<float>({1, 2, 3, 4});
+  auto seen = [](const std::vector<Tensor>& out, size_t n) {
+    std::vector<int32_t> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(out[i].scalar_value<int32_t>());
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(seen(sess.run({{x, feed}}, counts), 3), (std::vector<int32_t>{1, 2, 3}));
+  // Fetched too: the fetch holds one more until the step ends, and only its own afterwards.
+  std::vector<Output> with_y = counts;
+  with_y.push_back(y);
+  auto out = sess.run({{x, feed}}, with_y);
+  EXPECT_EQ(seen(out, 3), (std::vector<int32_t>{2, 3, 4}));
+  EXPECT_TRUE(out[3].buffer_unique());
+  EXPECT_TRUE(feed.buffer_unique());
+  // A fed tensor: the caller's references, the feed's and each consumer's.
+  const Tensor other = Tensor::from_vector<float>({5, 6, 7, 8});
+  auto fed = seen(sess.run({{y, other}}, counts), 3);
+  EXPECT_GE(fed[0], 3);
+  EXPECT_EQ(fed[1], fed[0] + 1);
+  EXPECT_EQ(fed[2], fed[1] + 1);
+  EXPECT_TRUE(other.buffer_unique());
+  // Fetched twice: no reference is left behind.
+  auto twice = sess.run({{x, feed}}, {y, y, counts[0]});
+  EXPECT_EQ(twice[2].scalar_value<int32_t>(), 3);
+  EXPECT_EQ(twice[0].buffer_ref_count(), 2);  // twice[0] and twice[1]
+}
+
 TEST(Executor, ControlDependenciesOrderTargets) {
   Graph g;
   Scope s(g);
