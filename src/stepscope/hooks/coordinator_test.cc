@@ -69,8 +69,8 @@ TEST(Coordinator, JoinWaitsForThreadsThatFinishWithoutAStop) {
 }
 
 TEST(Coordinator, JoinGraceExpiresWithStragglers) {
+  std::atomic<bool> release{false};  // before coord: its destructor joins a thread that reads it
   Coordinator coord;
-  std::atomic<bool> release{false};
   coord.start_thread("slow_one", [&](Coordinator&) {
     while (!release) std::this_thread::sleep_for(1ms);
   });
@@ -85,8 +85,8 @@ TEST(Coordinator, JoinGraceExpiresWithStragglers) {
 }
 
 TEST(Coordinator, JoinIgnoresLiveThreadsWhenAsked) {
+  std::atomic<bool> release{false};  // before coord: its destructor joins a thread that reads it
   Coordinator coord;
-  std::atomic<bool> release{false};
   coord.start_thread("slow_one", [&](Coordinator&) {
     while (!release) std::this_thread::sleep_for(1ms);
   });

@@ -598,9 +598,13 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
     // a few nodes ahead.
     const auto& item = names[p];
     const auto& ahead = devices[item.device].node_stats;
-    const char* line = reinterpret_cast<const char*>(ahead.data() + ahead.size() + 6);
-    for (size_t b = 0; b < sizeof(NodeExecStats); b += 64) __builtin_prefetch(line + b, 1);
-    __builtin_prefetch(reinterpret_cast<const char*>(memory.data() + memory.size() + 8), 1);
+    // Addresses computed as integers: a vector with nothing reserved yet has a null data(),
+    // and pointer arithmetic on null is undefined (prefetching any address is harmless).
+    const uintptr_t line = reinterpret_cast<uintptr_t>(ahead.data()) + (ahead.size() + 6) * sizeof(ahead[0]);
+    for (size_t b = 0; b < sizeof(NodeExecStats); b += 64) __builtin_prefetch(reinterpret_cast<const char*>(line + b), 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(memory.data()) +
+                                                     (memory.size() + 8) * sizeof(memory[0])),
+                       1);
 
     const NodeRecord& r = records[p];
     const int64_t start_ns = clock.ns(r.start);
