@@ -154,10 +154,15 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
 // Gives up one hold on a slot (a consumer's, a fetch's or a feed's): the slot's tensor when it
 // was the last, otherwise one of the references counted for the holders (see process()).
 inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
+  // The buffer is read before the count goes down: after that, the last holder may reset the
+  // slot on another thread (a data race ThreadSanitizer caught).
+  // (Tensor::drop_holder() reads the slot after the fact, so the buffer's own release() is called;
+  // the const_cast is sound: the hold being given back is a reference this holder owns.)
+  Buffer* const held = const_cast<Buffer*>(slot.buffer());
   if (count_down(refs, threaded))
     slot = Tensor();
-  else
-    slot.drop_holder();
+  else if (held)
+    held->release();
 }
 
 // What a traced step records of a fed tensor, as output `slot` of its node: what run_node
