@@ -650,7 +650,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, StepBuffers& buf, Allo
           if (!one_allocator) sorted_source.push_back(source[i]);
         }
         std::copy(sorted_recs.begin(), sorted_recs.end(), recs + begin);
-        std::copy(sorted_source.begin(), sorted_source.end(), source + begin);
+        if (!one_allocator) std::copy(sorted_source.begin(), sorted_source.end(), source + begin);  // else null
         for (size_t i = begin + 1; i < end; ++i) runs += allocator_of(i) != allocator_of(i - 1);
         if (memory.size() + runs > memory.capacity())  // beyond the one per node reserved: rebases the views
           stats.reserve(0, std::max(runs, memory.capacity()), 0);
