@@ -116,10 +116,20 @@ struct Executor::RunState {
   }
 };
 
-Executor::Executor(Graph& graph, ResourceStore& resources, int threads)
+Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads)
     : graph_(graph), resources_(resources), cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads < 0 || intra_op_threads < 0)
+    throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
+                               ") and intra_op_threads (" + std::to_string(intra_op_threads) +
+                               ") must be >= 0 (0 = one per core)");
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads - 1);
+  if (intra_op_threads == 0 || intra_op_threads == threads) {
+    intra_op_pool_ = pool_.get();
+  } else if (intra_op_threads > 1) {
+    own_intra_op_pool_ = std::make_unique<ThreadPool>(intra_op_threads - 1);
+    intra_op_pool_ = own_intra_op_pool_.get();
+  }
 }
 
 Executor::~Executor() = default;
@@ -156,8 +166,7 @@ inline bool count_down(std::atomic<int32_t>& counter, bool threaded) {
 inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
   // The buffer is read before the count goes down: after that, the last holder may reset the
   // slot on another thread (a data race ThreadSanitizer caught).
-  // (Tensor::drop_holder() reads the slot after the fact, so the buffer's own release() is called;
-  // the const_cast is sound: the hold being given back is a reference this holder owns.)
+  // The const_cast is sound: the hold being given back is a reference this holder owns.
   Buffer* const held = const_cast<Buffer*>(slot.buffer());
   if (count_down(refs, threaded))
     slot = Tensor();
@@ -206,7 +215,7 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
   for (int i = 0; i < item.num_inputs; ++i) inputs[i] = &s->slots[in_slots[i]];
   Tensor* outputs = &s->slots[item.output_base];
   Allocator* allocator = cpu_allocator();
-  KernelContext ctx(*item.node, inputs, outputs, allocator, pool_.get(), &resources_, s->step_id);
+  KernelContext ctx(*item.node, inputs, outputs, allocator, intra_op_pool_, &resources_, s->step_id);
 
   // Traced: one clock reading right before the kernel (all_start = op_start); what the kernel
   // allocates and frees is stamped with it.

@@ -32,8 +32,10 @@ using FeedList = std::vector<std::pair<Output, Tensor>>;
 
 class Executor {
  public:
-  // `threads`: threads that run ops, counting the caller (1 = no pool).
-  Executor(Graph& graph, ResourceStore& resources, int threads);
+  // `threads`: threads that run ops, counting the caller (1 = no pool; 0 = one per core).
+  // `intra_op_threads`: threads one kernel may split over, counting its own (0 = `threads`,
+  // sharing the op pool; any other value gets a pool of its own).
+  Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads = 0);
   ~Executor();
 
   // Feeds, fetches and targets must already be validated to belong to the graph.
@@ -58,6 +60,8 @@ class Executor {
   Graph& graph_;
   ResourceStore& resources_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> own_intra_op_pool_;  // only when intra_op_threads != threads
+  ThreadPool* intra_op_pool_ = nullptr;            // pool_, own_intra_op_pool_ or none
   mutable std::mutex cache_mutex_;
   struct KeyHash {
     size_t operator()(const std::vector<int64_t>& key) const;

@@ -1,11 +1,14 @@
 // Executor and Session mechanics with test-local ops (the real op families have their own
 // tests): pruning, feeds, fetches, errors from worker threads, concurrency, devices. Tracing:
 // executor_trace_test.cc.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <set>
 #include <span>
 #include <thread>
@@ -31,6 +34,64 @@ TEST(Executor, RunsAChainAndFetchesResults) {
   Session sess(g, {.inter_op_threads = 2});
   auto out = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y});
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{101, 102}));
+}
+
+// A kernel that splits 1,000 items of (nominally) 1 ms each: parallel_for cuts them into one
+// chunk per intra-op thread. Records how many chunks it ran and on how many threads.
+struct SplitRecord {
+  std::mutex mutex;
+  int chunks = 0;
+  int intra_op_threads = 0;
+  std::set<std::thread::id> threads;
+};
+SplitRecord g_split;
+const OpDef& split_op() {
+  static const OpDef def{
+      .name = "TestSplit",
+      .num_inputs = 1,
+      .shape = [](ShapeContext& c) { c.set_output(0, c.input_dtype(0), c.input_shape(0)); },
+      .kernel =
+          [](KernelContext& c) {
+            g_split.intra_op_threads = c.intra_op_threads();
+            c.parallel_for(1000, 1000000, [](int64_t, int64_t) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              std::lock_guard<std::mutex> lock(g_split.mutex);
+              g_split.chunks++;
+              g_split.threads.insert(std::this_thread::get_id());
+            });
+            c.set_output(0, c.input(0));
+          },
+      .doc = "a test op",
+  };
+  return def;
+}
+
+TEST(Executor, KernelsSplitOverIntraOpThreadsOnly) {
+  struct Case {
+    int inter, intra, expected;
+  };
+  for (Case k : {Case{1, 3, 3}, Case{4, 1, 1}, Case{2, 0, 2}, Case{3, 2, 2}, Case{2, 2, 2}}) {
+    SCOPED_TRACE("inter_op_threads " + std::to_string(k.inter) + ", intra_op_threads " + std::to_string(k.intra));
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{1});
+    Output y = s.add_node(split_op(), {x}, {}, CallSite::current())->output(0);
+    Session sess(g, {.inter_op_threads = k.inter, .intra_op_threads = k.intra});
+    g_split.chunks = 0;
+    g_split.threads.clear();
+    sess.run({{x, Tensor::from_vector<float>({1})}}, {y});
+    EXPECT_EQ(g_split.intra_op_threads, k.expected);
+    EXPECT_EQ(g_split.chunks, k.expected);
+    EXPECT_LE(static_cast<int>(g_split.threads.size()), k.expected);
+  }
+}
+
+TEST(Executor, NegativeThreadCountsAreRefused) {
+  Graph g;
+  EXPECT_THAT(error_text<InvalidArgumentError>([&] { Session sess(g, {.inter_op_threads = -1}); }),
+              ::testing::HasSubstr("inter_op_threads (-1)"));
+  EXPECT_THAT(error_text<InvalidArgumentError>([&] { Session sess(g, {.intra_op_threads = -2}); }),
+              ::testing::HasSubstr("intra_op_threads (-2)"));
 }
 
 TEST(Executor, PrunesToWhatFetchesNeed) {

@@ -25,7 +25,9 @@ struct SessionOptions {
   // Threads that execute ops, counting the caller of run(): 0 = one per core; 1 = everything
   // runs on the calling thread.
   int inter_op_threads = 0;
-  // Threads a large kernel may split over (through the same pool); 0 = inter_op_threads.
+  // Threads one large kernel may split its work over, counting the thread that runs it:
+  // 0 = inter_op_threads (one pool shared by both); 1 = kernels never split. A value other than
+  // inter_op_threads gets a pool of its own. Results are the same bitwise for any value.
   int intra_op_threads = 0;
 };
 
