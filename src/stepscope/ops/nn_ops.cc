@@ -11,6 +11,7 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/node.h"
+#include "stepscope/ops/kernels/vector_math.h"
 #include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/registry.h"
 
@@ -151,14 +152,22 @@ T row_max(const T* x, int64_t n) {
   return m;
 }
 
-// y = exp(x - max) for the row; returns the sum of y.
+// e^x: the vectorisable float version (ops/kernels/vector_math.h), libm's for double.
 template <typename T>
-T exp_shifted(const T* x, T* y, int64_t n, T max) {
+inline T exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return vector_math::exp(x);
+  else
+    return std::exp(x);
+}
+
+// y = exp(x - max) for the row; returns the sum of y. Two loops: the first vectorises, the
+// second keeps the sum's order (and so its bits) fixed.
+template <typename T>
+T exp_shifted(const T* x, T* __restrict y, int64_t n, T max) {
+  for (int64_t j = 0; j < n; ++j) y[j] = exp_of(x[j] - max);
   T sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    y[j] = std::exp(x[j] - max);
-    sum += y[j];
-  }
+  for (int64_t j = 0; j < n; ++j) sum += y[j];
   return sum;
 }
 
@@ -386,7 +395,7 @@ void softmax_grad_kernel(KernelContext& c) {
       T* o = out + r * n;
       if constexpr (kLog) {
         const T sum = row_sum<T, false>(gr, nullptr, n);
-        for (int64_t j = 0; j < n; ++j) o[j] = gr[j] - std::exp(yr[j]) * sum;
+        for (int64_t j = 0; j < n; ++j) o[j] = gr[j] - exp_of(yr[j]) * sum;
       } else {
         const T sum = row_sum<T, true>(gr, yr, n);
         for (int64_t j = 0; j < n; ++j) o[j] = (gr[j] - sum) * yr[j];

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "stepscope/core/dtype.h"
+#include "stepscope/ops/kernels/vector_math.h"
 
 namespace stepscope::math_functors {
 
@@ -218,7 +219,10 @@ struct ExpOp {
   static constexpr int64_t kCostNs = 8;
   template <typename T>
   static T apply(T x) {
-    return std::exp(x);
+    if constexpr (std::is_same_v<T, float>)
+      return vector_math::exp(x);
+    else
+      return std::exp(x);
   }
 };
 struct LogOp {
@@ -227,7 +231,10 @@ struct LogOp {
   static constexpr int64_t kCostNs = 8;
   template <typename T>
   static T apply(T x) {
-    return std::log(x);
+    if constexpr (std::is_same_v<T, float>)
+      return vector_math::log(x);
+    else
+      return std::log(x);
   }
 };
 struct TanhOp {
@@ -236,7 +243,10 @@ struct TanhOp {
   static constexpr int64_t kCostNs = 10;
   template <typename T>
   static T apply(T x) {
-    return std::tanh(x);
+    if constexpr (std::is_same_v<T, float>)
+      return vector_math::tanh(x);
+    else
+      return std::tanh(x);
   }
 };
 // exp of a non-positive number only: e = exp(-|x|) is in (0, 1], so neither branch overflows;
@@ -247,9 +257,13 @@ struct SigmoidOp {
   static constexpr int64_t kCostNs = 10;
   template <typename T>
   static T apply(T x) {
-    const T e = std::exp(-std::abs(x));
-    const T r = T{1} / (T{1} + e);
-    return x >= T{0} ? r : e * r;
+    if constexpr (std::is_same_v<T, float>) {
+      return vector_math::sigmoid(x);
+    } else {
+      const T e = std::exp(-std::abs(x));
+      const T r = T{1} / (T{1} + e);
+      return x >= T{0} ? r : e * r;
+    }
   }
 };
 // |x| <= max is false for both infinities and NaN; one compare, vectorisable.
