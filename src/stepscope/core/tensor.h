@@ -116,14 +116,11 @@ class Tensor {
   // The references to the buffer, this one included (0: no buffer).
   int32_t buffer_ref_count() const { return buffer_ ? buffer_->ref_count() : 0; }
   // For one Tensor that stands for several holders at once (an executor's output slot, read by
-  // each of its consumers): counts `n` more references to the buffer, each given back by a
-  // drop_holder() while this Tensor still holds its own, so that buffer_unique() of any copy
-  // sees every reader. No-ops on an uninitialized tensor.
+  // each of its consumers): counts `n` more references to the buffer, each given back by the
+  // buffer's release() while this Tensor still holds its own, so that buffer_unique() of any
+  // copy sees every reader. No-op on an uninitialized tensor.
   void add_holders(int32_t n) {
     if (buffer_) buffer_->add_ref(n);
-  }
-  void drop_holder() {
-    if (buffer_) buffer_->release();
   }
 
   void* raw_data() { return buffer_ ? buffer_->data() : nullptr; }
