@@ -5,9 +5,22 @@
 #include <exception>
 #include <memory>
 
+#include "stepscope/base/clock.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace stepscope {
 namespace {
 thread_local const ThreadPool* tls_pool = nullptr;
+
+// A hint to the core that this is a spin loop (frees the other hyperthread's resources).
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
 std::atomic<uint32_t> next_thread_id{0};
 }  // namespace
 
@@ -32,25 +45,43 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::schedule(Task task) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(task);
+    queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
+    wake = sleeping_ > 0;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 bool ThreadPool::in_worker() const { return tls_pool == this; }
 
+void ThreadPool::spin_until_queued() const {
+  constexpr int64_t kSpinNs = 50000;
+  const int64_t until = now_ns() + kSpinNs;
+  while (queued_.load(std::memory_order_relaxed) == 0) {
+    for (int i = 0; i < 32; ++i) pause();
+    if (now_ns() > until) return;
+  }
+}
+
 void ThreadPool::worker_loop() {
   tls_pool = this;
   for (;;) {
+    spin_until_queued();
     Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      while (!stopping_ && queue_.empty()) {
+        ++sleeping_;
+        cv_.wait(lock);
+        --sleeping_;
+      }
       if (queue_.empty()) return;
       task = queue_.front();
       queue_.pop_front();
+      queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
     }
     task.fn(task.context, task.arg);
   }
