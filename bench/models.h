@@ -49,7 +49,7 @@ std::span<const ModelEntry> bench_models();
 const ModelEntry* find_bench_model(std::string_view name);
 
 // The MLP 784-256-256-10 (ReLU), batch 64, SGD(0.1): the model of train_bench's BM_MlpTrainStep
-// and of bench/pytorch_mlp.py.
+// and of bench/pytorch_models.py --model mlp.
 std::unique_ptr<BenchModel> build_mlp();
 
 }  // namespace stepscope::bench
