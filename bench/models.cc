@@ -2,6 +2,7 @@
 // helpers below add the ops and count the step's FLOPs and parameters as they go.
 #include "models.h"
 
+#include <cmath>
 #include <random>
 #include <stdexcept>
 
@@ -48,11 +49,14 @@ class Layers {
   }
 
   // conv2d k x k, stride 1, SAME, with a bias, then ReLU; the input is NHWC [batch, h, w, in].
+  // The filter's scale is PyTorch's default one (standard deviation 1/sqrt(3 * fan_in)), so that
+  // both sides train in the same regime (a fixed 0.1 makes the deeper CNN diverge).
   Output conv_relu(Output x, int64_t h, int64_t w, int64_t k, int64_t in, int64_t out) {
     add_product(2.0 * kBatch * h * w * out * k * k * in);
     const Scope scope = root_.with_name_scope("conv");
+    const double stddev = 1.0 / std::sqrt(3.0 * static_cast<double>(k * k * in));
     Variable filter = make_variable(scope, "filter",
-                                    truncated_normal(scope, {k, k, in, out}, 0.0, 0.1, DType::kFloat32,
+                                    truncated_normal(scope, {k, k, in, out}, 0.0, stddev, DType::kFloat32,
                                                      static_cast<int64_t>(next_seed())));
     Tensor zeros(DType::kFloat32, Shape{out});
     for (float& v : zeros.flat<float>()) v = 0.0f;
