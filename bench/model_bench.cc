@@ -75,8 +75,8 @@ int run_model(const ModelEntry& entry, int threads, int steps, int warmup) {
       "\"steps\": %d, \"page_faults_per_step\": %.2f, \"max_rss_kib\": %lld, \"flops_per_step\": %.0f, "
       "\"parameters\": %lld, \"loss\": %s}\n",
       quoted(entry.name).c_str(), threads, median, sorted.front(), steps,
-      static_cast<double>(after.minor_faults - before.minor_faults) / steps,
-      static_cast<long long>(after.max_rss_kib), model->flops_per_step, static_cast<long long>(model->parameters),
+      static_cast<double>(after.minor_faults - before.minor_faults) / steps, static_cast<long long>(after.max_rss_kib),
+      model->flops_per_step, static_cast<long long>(model->parameters),
       std::isfinite(loss) ? std::to_string(loss).c_str() : "null");
   return 0;
 }
@@ -109,8 +109,9 @@ int gemm_peak(int64_t size, int repeats) {
     if (i == 0 || ms < best_ms) best_ms = ms;
   }
   const double gflops = 2.0 * static_cast<double>(size) * size * size / (best_ms * 1e6);
-  std::printf("{\"gemm_peak_gflops\": %.2f, \"size\": %lld, \"best_ms\": %.3f, \"repeats\": %d, \"openblas_core\": %s}\n",
-              gflops, static_cast<long long>(size), best_ms, repeats, quoted(blas::core_name()).c_str());
+  std::printf(
+      "{\"gemm_peak_gflops\": %.2f, \"size\": %lld, \"best_ms\": %.3f, \"repeats\": %d, \"openblas_core\": %s}\n",
+      gflops, static_cast<long long>(size), best_ms, repeats, quoted(blas::core_name()).c_str());
   return 0;
 }
 
@@ -122,7 +123,8 @@ int usage_error(const char* message) {
                "       model_bench --gemm-peak [--size S] [--repeats R]\n"
                "models:",
                message);
-  for (const ModelEntry& entry : bench_models()) std::fprintf(stderr, " %.*s", static_cast<int>(entry.name.size()), entry.name.data());
+  for (const ModelEntry& entry : bench_models())
+    std::fprintf(stderr, " %.*s", static_cast<int>(entry.name.size()), entry.name.data());
   std::fprintf(stderr, "\n");
   return 2;
 }

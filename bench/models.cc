@@ -55,16 +55,18 @@ class Layers {
     add_product(2.0 * kBatch * h * w * out * k * k * in);
     const Scope scope = root_.with_name_scope("conv");
     const double stddev = 1.0 / std::sqrt(3.0 * static_cast<double>(k * k * in));
-    Variable filter = make_variable(scope, "filter",
-                                    truncated_normal(scope, {k, k, in, out}, 0.0, stddev, DType::kFloat32,
-                                                     static_cast<int64_t>(next_seed())));
+    Variable filter = make_variable(
+        scope, "filter",
+        truncated_normal(scope, {k, k, in, out}, 0.0, stddev, DType::kFloat32, static_cast<int64_t>(next_seed())));
     Tensor zeros(DType::kFloat32, Shape{out});
     for (float& v : zeros.flat<float>()) v = 0.0f;
     Variable bias = make_variable(scope, "bias", constant(scope, zeros));
     return relu(scope, bias_add(scope, conv2d(scope, x, filter.value(), {1, 1, 1, 1}, "SAME"), bias.value()));
   }
 
-  Output max_pool_2x2(Output x) { return max_pool(root_.with_name_scope("pool"), x, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"); }
+  Output max_pool_2x2(Output x) {
+    return max_pool(root_.with_name_scope("pool"), x, {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
+  }
 
   // Mean sparse softmax cross-entropy of the logits against y, minimized by SGD.
   void finish(Output logits, double learning_rate) {
