@@ -1,6 +1,6 @@
-// One training step of the MLP 784-256-256-10, batch 64, float32, SGD(0.1), on random data with a
-// fixed seed: forward + softmax cross-entropy loss + backward + update, the figure compared with
-// PyTorch in BENCHMARKS.md (scripts/bench.sh runs both).
+// One training step of the MLP 784-256-256-10 (built by bench/models.cc), batch 64, float32,
+// SGD(0.1), on random data with a fixed seed: forward + softmax cross-entropy loss + backward +
+// update, the figure compared with PyTorch in BENCHMARKS.md (scripts/bench.sh runs both).
 //   BM_MlpTrainStep/threads:{1,2}/traced:{0,1}
 //   BM_CnnTrainStep/threads:{1,2}: a small conv net (two conv 3x3 + ReLU + max-pool, dense 10,
 //     Momentum) on 28x28 images, batch 32
@@ -18,6 +18,7 @@
 #include <chrono>
 #include <random>
 
+#include "models.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
@@ -27,33 +28,8 @@
 namespace stepscope {
 namespace {
 
-struct Mlp {
-  Graph g;
-  Node* train = nullptr;
-  Node* init = nullptr;
-  FeedList feeds;
-  Mlp();
-};
-
-Mlp::Mlp() {
-  Scope root(g);
-  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 784});
-  Output y = placeholder(root.with_op_name("y"), DType::kInt64, Shape{-1});
-  Output h = nn::dense(root.with_name_scope("dense"), x, 256, nn::Activation::relu, {.seed = 1});
-  h = nn::dense(root.with_name_scope("dense"), h, 256, nn::Activation::relu, {.seed = 2});
-  Output logits = nn::dense(root.with_name_scope("dense"), h, 10, nn::Activation::none, {.seed = 3});
-  Output loss = reduce_mean(root, sparse_softmax_cross_entropy_with_logits(root, y, logits));
-  train = GradientDescentOptimizer(0.1).minimize(root, loss);
-  init = global_variables_initializer(root);
-
-  std::mt19937 rng(42);
-  std::normal_distribution<float> normal;
-  Tensor xs(DType::kFloat32, Shape{64, 784}), ys(DType::kInt64, Shape{64});
-  for (float& v : xs.flat<float>()) v = normal(rng);
-  for (int64_t& v : ys.flat<int64_t>()) v = static_cast<int64_t>(rng() % 10);
-
-  feeds = {{x, xs}, {y, ys}};
-}
+// The MLP of the model suite (bench/models.cc): one builder for both.
+using Mlp = bench::BenchModel;
 
 // The process's minor page faults so far (all threads).
 int64_t minor_faults() {
@@ -74,7 +50,8 @@ void run_steps(benchmark::State& state, Step&& step) {
 void BM_MlpTrainStep(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const bool traced = state.range(1) != 0;
-  Mlp mlp;
+  auto model = bench::build_mlp();
+  Mlp& mlp = *model;
   Node* train = mlp.train;
   const FeedList& feeds = mlp.feeds;
   Session session(mlp.g, {.inter_op_threads = threads});
@@ -144,7 +121,8 @@ void BM_CnnTrainStep(benchmark::State& state) {
 BENCHMARK(BM_CnnTrainStep)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_MlpTracedOverUntraced(benchmark::State& state) {
-  Mlp mlp;
+  auto model = bench::build_mlp();
+  Mlp& mlp = *model;
   Session session(mlp.g, {.inter_op_threads = static_cast<int>(state.range(0))});
   session.run(mlp.init);
   RunOptions untraced, traced;
