@@ -57,34 +57,50 @@ void ThreadPool::schedule(Task task) {
 
 bool ThreadPool::in_worker() const { return tls_pool == this; }
 
-void ThreadPool::spin_until_queued() const {
+void ThreadPool::spin_until_queued(const std::atomic<bool>* done) const {
   constexpr int64_t kSpinNs = 50000;
   const int64_t until = now_ns() + kSpinNs;
   while (queued_.load(std::memory_order_relaxed) == 0) {
+    if (done && done->load(std::memory_order_relaxed)) return;
     for (int i = 0; i < 32; ++i) pause();
+    // More threads than cores (or a busy machine): let a thread with work have this core.
+    std::this_thread::yield();
     if (now_ns() > until) return;
   }
 }
 
-void ThreadPool::worker_loop() {
-  tls_pool = this;
+void ThreadPool::run_tasks(const std::atomic<bool>* done) {
   for (;;) {
-    spin_until_queued();
+    spin_until_queued(done);
     Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      while (!stopping_ && queue_.empty()) {
+      auto finished = [&] { return done ? done->load(std::memory_order_acquire) : stopping_; };
+      while (!finished() && queue_.empty()) {
         ++sleeping_;
         cv_.wait(lock);
         --sleeping_;
       }
-      if (queue_.empty()) return;
+      // A worker drains the queue before it stops; a caller leaves what is left to the workers.
+      if (done ? finished() : queue_.empty()) return;
       task = queue_.front();
       queue_.pop_front();
       queued_.store(static_cast<int64_t>(queue_.size()), std::memory_order_relaxed);
     }
     task.fn(task.context, task.arg);
   }
+}
+
+void ThreadPool::worker_loop() {
+  tls_pool = this;
+  run_tasks(nullptr);
+}
+
+void ThreadPool::run_until(const std::atomic<bool>& done) { run_tasks(&done); }
+
+void ThreadPool::wake_all() {
+  { std::lock_guard<std::mutex> lock(mutex_); }  // a waiter either saw `done` or is waiting
+  cv_.notify_all();
 }
 
 namespace {

@@ -39,13 +39,22 @@ class ThreadPool {
   // on the caller (the first one wins).
   void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Runs queued tasks on the calling thread, as one more worker, until `done` is true; sleeps
+  // while there are none. Whoever sets `done` must call wake_all() afterwards. Session::run
+  // waits for its step this way, so that the thread that called it keeps working: with one
+  // worker, a kernel's parallel_for would otherwise have nobody to share its chunks with.
+  void run_until(const std::atomic<bool>& done);
+  void wake_all();
+
   // True when called from one of this pool's workers.
   bool in_worker() const;
 
  private:
   void worker_loop();
-  // Returns when a task is queued, or after ~50 us without one.
-  void spin_until_queued() const;
+  // Runs tasks until the pool stops (done == nullptr) or *done is true.
+  void run_tasks(const std::atomic<bool>* done);
+  // Returns when a task is queued, *done is true, or after ~50 us of neither.
+  void spin_until_queued(const std::atomic<bool>* done) const;
 
   std::mutex mutex_;
   std::condition_variable cv_;

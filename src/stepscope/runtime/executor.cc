@@ -86,9 +86,8 @@ struct Executor::RunState {
   Tensor* slots;
   std::atomic<int32_t> remaining{0};
   std::atomic<bool> failed{false};
-  std::mutex mutex;  // guards error and done
-  std::condition_variable done_cv;
-  bool done = false;
+  std::mutex mutex;  // guards error
+  std::atomic<bool> done{false};  // set by the thread that finishes the last node
   std::exception_ptr error;
   std::vector<int> overflow;  // ready nodes when there is no pool (single-threaded only)
   // While the caller runs the roots it runs first (run()), the nodes they make ready wait here,
@@ -354,11 +353,11 @@ void Executor::process(RunState* s, int first) const {
   }
   recording.reset();
   // Nodes are counted off once per call, not once per node; the call that takes the count to
-  // zero wakes the caller, and `s` must not be touched after the unlock.
+  // zero wakes the caller, and `s` must not be touched once `done` is set (the caller may
+  // return at once).
   if (s->remaining.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    s->done = true;
-    s->done_cv.notify_all();
+    s->done.store(true, std::memory_order_release);
+    if (pool_) pool_->wake_all();
   }
 }
 
@@ -466,8 +465,9 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     }
     for (int k = 0; k < s.num_deferred; ++k) dispatch(buf->deferred[k]);
     if (own >= 0) process(&s, own);
-    std::unique_lock<std::mutex> lock(s.mutex);
-    s.done_cv.wait(lock, [&] { return s.done; });
+    // The caller waits for the step as one more worker of the pool, taking queued nodes and
+    // kernels' parallel_for chunks.
+    if (pool_ && !s.done.load(std::memory_order_acquire)) pool_->run_until(s.done);
   }
 
   if (s.trace) {
