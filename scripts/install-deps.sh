@@ -3,7 +3,7 @@
 set -euo pipefail
 # clang-16 and its runtime: the sanitizer build, which is also the libFuzzer build (scripts/fuzz.sh).
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          zlib1g-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev
+          zlib1g-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev
           clang-16 libclang-rt-16-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,7 @@
 #include "stepscope/graph/node.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/kernels/blas.h"
+#include "stepscope/ops/kernels/dnnl.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
@@ -324,6 +325,11 @@ int64_t patch_block_rows(int64_t k) {
   return std::clamp<int64_t>(kBlockBytes / (std::max<int64_t>(1, k) * int64_t(sizeof(T))), 64, 4096);
 }
 
+dnnl_kernels::ConvShape dnnl_shape(const Window2D& w) {
+  return {w.batch, w.in_h,     w.in_w,     w.depth, w.k_h,   w.k_w,   w.out_depth,
+          w.stride_h, w.stride_w, w.out_h, w.out_w, w.pad_top, w.pad_left};
+}
+
 template <typename T>
 void conv2d_kernel(KernelContext& c) {
   const Tensor& input = c.input(0);
@@ -339,6 +345,10 @@ void conv2d_kernel(KernelContext& c) {
   }
   const T* in = input.data<T>();
   const T* f = filter.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    dnnl_kernels::conv2d_forward(c, dnnl_shape(w), in, f, out);
+    return;
+  }
   const bool direct = patches_are_input(w);
   const int64_t block = patch_block_rows<T>(k);
   const int64_t num_blocks = (rows + block - 1) / block;
@@ -409,6 +419,10 @@ void conv2d_backprop_input_kernel(KernelContext& c) {
   }
   const T* g = dy.data<T>();
   const T* f = filter.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    dnnl_kernels::conv2d_backward_input(c, dnnl_shape(w), f, g, dx);
+    return;
+  }
   const int64_t block = patch_block_rows<T>(k);
   const int64_t block_cost = std::max<int64_t>(1, block * k * (n / 8 + 1));
   if (patches_are_input(w)) {
@@ -465,6 +479,10 @@ void conv2d_backprop_filter_kernel(KernelContext& c) {
   }
   const T* in = input.data<T>();
   const T* g = dy.data<T>();
+  if constexpr (std::is_same_v<T, float>) {
+    dnnl_kernels::conv2d_backward_filter(c, dnnl_shape(w), in, g, df);
+    return;
+  }
   const bool direct = patches_are_input(w);
   const int64_t block = patch_block_rows<T>(k);
   const int64_t num_blocks = (rows + block - 1) / block;

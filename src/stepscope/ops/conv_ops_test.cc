@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "stepscope/graph/node.h"
+#include "stepscope/ops/kernels/dnnl.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/op_test_util.h"
@@ -589,22 +590,40 @@ TEST(Conv2DBackprop, ManyBlocksOverThreads) {
   check_conv_backprop_against_naive<float>({4, 32, 32, 8, 1, 1, 16, 1, 1, true}, 1e-4, 4);  // direct, many blocks
 }
 
-TEST(Conv2DBackpropFilter, SameBitsForAnyThreadCount) {
-  const Shape xs{8, 24, 24, 16}, fs{3, 3, 16, 8}, ys{8, 24, 24, 8};
+// float32 runs on oneDNN in chunks of 8 images (ops/kernels/dnnl.h): 11 images make a full chunk
+// and a short one, each with its own primitive. The three ops give the same bits for any
+// intra-op thread count, and building the step again reuses the cached primitives.
+TEST(Conv2D, ForwardAndBackpropGiveTheSameBitsForAnyThreadCount) {
+  const Shape xs{11, 13, 12, 16}, fs{3, 3, 16, 8}, ys{11, 7, 6, 8};
   auto xv = random_values<float>(xs.num_elements(), 21);
+  auto fv = random_values<float>(fs.num_elements(), 23);
   auto dyv = random_values<float>(ys.num_elements(), 22);
-  std::vector<Tensor> results;
-  for (int threads : {1, 2, 4}) {
+  std::vector<std::vector<Tensor>> results;
+  int64_t primitives = 0;
+  for (int threads : {1, 2, 3, 4, 1}) {
     Graph g;
     Scope s(g);
-    auto df = conv2d_backprop_filter(s, constant<float>(s, xv, xs), sizes(s, fs), constant<float>(s, dyv, ys),
-                                     {1, 1, 1, 1}, "SAME");
+    auto x = constant<float>(s, xv, xs), f = constant<float>(s, fv, fs), dy = constant<float>(s, dyv, ys);
+    auto y = conv2d(s, x, f, {1, 2, 2, 1}, "SAME");
+    auto dx = conv2d_backprop_input(s, sizes(s, xs), f, dy, {1, 2, 2, 1}, "SAME");
+    auto df = conv2d_backprop_filter(s, x, sizes(s, fs), dy, {1, 2, 2, 1}, "SAME");
     Session session(g, {.inter_op_threads = threads, .intra_op_threads = threads});
-    results.push_back(session.run(df));
+    results.push_back(session.run({}, {y, dx, df}));
+    if (results.size() == 1) primitives = dnnl_kernels::primitive_cache_size();
   }
+  EXPECT_EQ(dnnl_kernels::primitive_cache_size(), primitives);
   for (size_t t = 1; t < results.size(); ++t)
-    for (int64_t i = 0; i < fs.num_elements(); ++i)
-      ASSERT_EQ(results[t].flat<float>()[i], results[0].flat<float>()[i]) << "case " << t << " at " << i;
+    for (size_t out = 0; out < 3; ++out) EXPECT_TRUE(tensors_equal(results[t][out], results[0][out])) << t << " " << out;
+  // And against the float64 path (im2col + GEMM).
+  Graph g;
+  Scope s(g);
+  auto to_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  auto y64 = conv2d(s, constant<double>(s, to_double(xv), xs), constant<double>(s, to_double(fv), fs), {1, 2, 2, 1},
+                    "SAME");
+  Session session(g);
+  Tensor want = session.run(y64);
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    ASSERT_NEAR(results[0][0].flat<float>()[i], want.flat<double>()[i], 1e-4) << i;
 }
 
 TEST(Conv2DBackprop, ShapeRuleErrors) {

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/kernels/blas.h"
+#include "stepscope/ops/kernels/dnnl.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
@@ -77,6 +79,10 @@ void matmul_compute(KernelContext& c, bool ta, bool tb) {
   const T* w = b.data<T>();
   // Leading dimensions of the stored (untransposed) row-major matrices.
   const int lda = static_cast<int>(a.dim(1)), ldb = static_cast<int>(b.dim(1)), ldc = static_cast<int>(n);
+  if constexpr (std::is_same_v<T, float>) {
+    dnnl_kernels::matmul(c, ta, tb, m, n, k, x, lda, w, ldb, y);
+    return;
+  }
   // Split the larger side of the result: each block is an independent GEMM on a slice of a
   // (rows) or of b (columns), so no block depends on how many threads there are.
   if (m >= n) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/op_test_util.h"
@@ -100,6 +101,26 @@ TEST(MatMul, AllTransposesAgainstNaiveReference) {
       for (int threads : {1, 2, 4})
         expect_tensor_near<float>(eval({y}, {}, threads)[0], Shape{cs.m, cs.n},
                                   std::vector<float>(want.begin(), want.end()), 1e-4);
+    }
+  }
+}
+
+// float32 runs on oneDNN in blocks of 128 rows or columns (ops/kernels/dnnl.h), fixed by the
+// shapes: every transpose combination, with a short last block, gives the same bits for any
+// intra-op thread count.
+TEST(MatMul, Float32GivesTheSameBitsForAnyThreadCount) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{300, 90, 70}, {70, 90, 300}, {64, 784, 256}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      Graph g;
+      Scope root(g);
+      Tensor a = pattern<float>(ta ? Shape{k, m} : Shape{m, k}, t);
+      Tensor b = pattern<float>(tb ? Shape{n, k} : Shape{k, n}, t + 10);
+      auto y = matmul(root, constant(root, a), constant(root, b), ta, tb);
+      Tensor first = eval({y}, {}, 1)[0];
+      for (int threads : {2, 3, 4})
+        EXPECT_TRUE(tensors_equal(eval({y}, {}, threads)[0], first))
+            << m << "x" << k << "x" << n << " transpose " << ta << tb << ", " << threads << " threads";
     }
   }
 }
