@@ -157,8 +157,8 @@ Window2D pool_geometry(const Ctx& c, const AttrMap& attrs, const Shape& input) {
 }
 
 void conv2d_shape(ShapeContext& c) {
-  blas::load();
   c.expect_floating(0);
+  if (c.input_dtype(0) == DType::kFloat64) blas::load();  // float32 runs on oneDNN
   c.expect_dtype(1, c.input_dtype(0));
   const Window2D w = conv_geometry(c, c.node().attrs(), c.input_shape(0), c.input_shape(1));
   c.set_output(0, c.input_dtype(0), Shape{w.batch, w.out_h, w.out_w, w.out_depth});
@@ -259,7 +259,7 @@ void max_pool_grad_shape(ShapeContext& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Conv2D: im2col + GEMM. Each output pixel (n, oh, ow) is one row of the patch matrix
+// Conv2D: float32 on oneDNN (ops/kernels/dnnl.h); float64 here, im2col + GEMM. Each output pixel (n, oh, ow) is one row of the patch matrix
 // [rows, kh*kw*depth] (laid out like the HWIO filter's first three axes), so that
 // output[rows, out_depth] = patches x filter[kh*kw*depth, out_depth]. Rows go in blocks sized to
 // keep a block's patches in cache; blocks are fixed by the geometry (not by the thread count),

@@ -1,18 +1,17 @@
 // Linear algebra ops: MatMul.
 //
-// MatMul runs on OpenBLAS (through ops/kernels/blas.h, which loads it single-threaded and with
-// kernels that match the CPU); a large product is instead split
-// into blocks of rows or columns of the result (whichever side is longer) over the session's
-// intra-op pool (KernelContext::parallel_for). Why:
+// float32 MatMul runs on oneDNN (ops/kernels/dnnl.h), float64 on OpenBLAS (ops/kernels/blas.h,
+// which loads it single-threaded and with kernels that match the CPU). Either way a large
+// product is split into blocks of rows or columns of the result (whichever side is longer),
+// fixed by the shapes, over the session's intra-op pool (KernelContext::parallel_for). Why:
 //  - one pool for every kernel: no oversubscription when the executor runs several MatMuls, or
-//    a MatMul beside other kernels, at once. OpenBLAS's threads spin while they wait: on a
-//    2-core machine busy with other work (load ~6), 2-thread GEMMs of 64x784x256 and 256^3 ran
-//    at 14 and 13 GFLOP/s with OpenBLAS's threads, 27 and 23 split over our pool (at load ~11
-//    OpenBLAS's fell to ~7, see bench/matmul_bench.cc); on a lightly loaded machine the two
-//    were within measurement noise of each other;
-//  - the blocks depend only on the shapes and the thread count, so results are deterministic
-//    for a given thread count (each block is an independent GEMM: no cross-thread sums);
+//    a MatMul beside other kernels, at once (OpenBLAS's and OpenMP's threads spin while they
+//    wait: on a loaded 2-core machine 2-thread GEMMs ran at half the speed of ours);
+//  - each block is an independent GEMM (no cross-thread sums) and the blocks do not depend on
+//    the thread count, so results are the same bit for bit whatever it is;
 //  - OpenBLAS's thread count is process-wide, ours is per session.
+// Measured on an AVX-512 machine where OPENBLAS_CORETYPE pins OpenBLAS to AVX2: oneDNN's sgemm
+// 190-230 GFLOP/s on one core, OpenBLAS's 100 (bench/matmul_bench, BENCHMARKS.md).
 //
 // Gradient: TensorFlow's _MatMulGrad, for all four transpose combinations, with GEMM's transpose
 // flags rather than Transpose nodes.

@@ -1,4 +1,5 @@
-// GEMM through OpenBLAS, loaded at first use rather than linked.
+// GEMM through OpenBLAS, loaded at first use rather than linked: the float64 MatMul and Conv2D
+// kernels (float32 ones run on oneDNN, ops/kernels/dnnl.h).
 //
 // Why: OpenBLAS picks its kernels when the library loads, and 0.3.21 (Debian 12) does not
 // recognise recent Intel CPUs (e.g. Sapphire Rapids) and falls back to its "Prescott" SSE kernels,
@@ -18,7 +19,7 @@ void sgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, 
 void dgemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
            int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
-// Loads OpenBLAS now instead of at the first product. The MatMul and Conv2D shape rules call it,
+// Loads OpenBLAS now instead of at the first product. The float64 MatMul and Conv2D shape rules call it,
 // so that the library's start-up (milliseconds) happens while the graph is built rather than
 // inside the first step, which a profiler may be tracing.
 void load();
