@@ -16,8 +16,9 @@ per model and thread count:
                              the model, model_bench --list), against the machine's single-core sgemm
                              rate (model_bench --gemm-peak) times the threads
 
-PyTorch runs with OPENBLAS_CORETYPE set to the kernels stepscope's OpenBLAS picked (unless the
-environment already sets it), so both sides run the same GEMM kernels; scripts/bench.sh and
+PyTorch's convolutions run on oneDNN, as stepscope's do; its Linear layers on OpenBLAS, which runs
+with OPENBLAS_CORETYPE set to the kernels stepscope would pick for its float64 GEMMs (unless the
+environment already sets it, as this workplace does on some CPUs); scripts/bench.sh and
 scripts/bench_models.sh select OpenBLAS's OpenMP build for PyTorch's libblas first.
 
     python3 bench/compare_models.py [--models mlp,lenet] [--threads 1,2] [--rounds 3]
@@ -179,7 +180,7 @@ def main():
     header = [
         f"machine: {machine()}; load average {load_before} before, {load_after} after",
         f"single-core sgemm peak: {peak['gemm_peak_gflops']:.1f} GFLOP/s "
-        f"({peak['size']}^3, stepscope MatMul, OpenBLAS {core})",
+        f"({peak['size']}^3, stepscope MatMul: float32 on oneDNN)",
         f"pytorch: {torch_version} (OPENBLAS_CORETYPE={torch_env['OPENBLAS_CORETYPE']})" if torch_version
         else "pytorch: not run",
         f"{args.rounds} rounds, medians; steps per run: "

@@ -15,6 +15,11 @@ namespace stepscope {
 namespace {
 thread_local const ThreadPool* tls_pool = nullptr;
 
+// How long a thread with nothing to do spins before it sleeps. Waking a sleeping thread costs
+// from microseconds to, on this workplace's virtual machines, hundreds of microseconds (the
+// idle virtual CPU must be scheduled again): longer than most gaps between a step's tasks.
+constexpr int64_t kSpinNs = 200000;
+
 // A hint to the core that this is a spin loop (frees the other hyperthread's resources).
 inline void pause() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,7 +63,6 @@ void ThreadPool::schedule(Task task) {
 bool ThreadPool::in_worker() const { return tls_pool == this; }
 
 void ThreadPool::spin_until_queued(const std::atomic<bool>* done) const {
-  constexpr int64_t kSpinNs = 50000;
   const int64_t until = now_ns() + kSpinNs;
   while (queued_.load(std::memory_order_relaxed) == 0) {
     if (done && done->load(std::memory_order_relaxed)) return;
@@ -161,6 +165,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
               held, 0});
   }
   state->drain();
+  // The last chunks are usually done within microseconds: wait for them spinning, not asleep.
+  const int64_t until = now_ns() + kSpinNs;
+  while (state->done.load(std::memory_order_acquire) != state->num_chunks && now_ns() < until) {
+    for (int i = 0; i < 32; ++i) pause();
+    std::this_thread::yield();
+  }
   {
     std::unique_lock<std::mutex> lock(state->mutex);
     state->cv.wait(lock, [&] { return state->done.load() == state->num_chunks; });
