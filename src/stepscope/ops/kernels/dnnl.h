@@ -5,7 +5,8 @@
 // machines, where OPENBLAS_CORETYPE pins OpenBLAS to its AVX2 kernels (older OpenBLAS builds
 // compute wrong results with the AVX-512 ones there), oneDNN runs the MNIST-tutorial net's
 // convolutions at 2.0-2.6x the speed of im2col + OpenBLAS and its GEMMs at ~2x (the tfprof op
-// view of model_bench's LeNet, bench/matmul_bench; BENCHMARKS.md, round 4). float64 stays on OpenBLAS (oneDNN has no f64 kernels).
+// view of model_bench's LeNet, bench/matmul_bench; BENCHMARKS.md, round 4). float64 stays on
+// OpenBLAS (oneDNN has no f64 kernels).
 //
 // How, so that results are the same bit for bit for any thread count:
 //  - oneDNN's own (OpenMP) threading is turned off on every thread that calls it: its backward-
