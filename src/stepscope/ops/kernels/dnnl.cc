@@ -231,57 +231,52 @@ Tensor reordered_weights(KernelContext& c, const Reorder& reorder, const float* 
   return out;
 }
 
+int64_t image_size(const ConvShape& s) { return s.in_h * s.in_w * s.depth; }
+int64_t output_image_size(const ConvShape& s) { return s.out_h * s.out_w * s.out_depth; }
+
+// Calls each(conv, weights, images, first_image) for every chunk of the batch, over the intra-op
+// pool, with the filter reordered (once) into the layout of the primitive that runs the chunk.
+template <typename Conv, typename Each>
+void for_each_chunk(KernelContext& c, const ConvShape& s, const Chunks& chunks, const Conv& full, const Conv& last,
+                    const float* filter, Each each) {
+  const Tensor weights = reordered_weights(c, full.weights_from_hwio, filter);
+  Tensor last_weights;
+  if (last.pd.weights_desc() != full.pd.weights_desc())
+    last_weights = reordered_weights(c, last.weights_from_hwio, filter);
+  c.parallel_for(chunks.count, chunk_cost_ns(s, chunks.full), [&](int64_t begin, int64_t end) {
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      const bool is_last = chunk + 1 == chunks.count;
+      const void* w = is_last && last_weights.initialized() ? last_weights.raw_data() : weights.raw_data();
+      each(is_last ? last : full, w, chunks.images(chunk), chunk * chunks.full);
+    }
+  });
+}
+
 }  // namespace
 
 void conv2d_forward(KernelContext& c, const ConvShape& s, const float* input, const float* filter, float* output) {
   guarded(c, "Conv2D", [&] {
     const Chunks chunks(s.batch);
-    const auto full = conv_forward(s, chunks.full), last = conv_forward(s, chunks.last);
-    const Tensor weights = reordered_weights(c, full->weights_from_hwio, filter);
-    Tensor last_weights;
-    const void* last_w = weights.raw_data();
-    if (last->pd.weights_desc() != full->pd.weights_desc()) {
-      last_weights = reordered_weights(c, last->weights_from_hwio, filter);
-      last_w = last_weights.raw_data();
-    }
-    const int64_t in_image = s.in_h * s.in_w * s.depth, out_image = s.out_h * s.out_w * s.out_depth;
-    c.parallel_for(chunks.count, chunk_cost_ns(s, chunks.full), [&](int64_t begin, int64_t end) {
-      for (int64_t chunk = begin; chunk < end; ++chunk) {
-        const int64_t mb = chunks.images(chunk), first = chunk * chunks.full;
-        const ConvForward& conv = chunk + 1 == chunks.count ? *last : *full;
-        const void* w = chunk + 1 == chunks.count ? last_w : weights.raw_data();
-        execute(c, conv.prim, conv.pd,
-                {{DNNL_ARG_SRC, wrap(input_desc(s, mb), input + first * in_image)},
-                 {DNNL_ARG_WEIGHTS, wrap(conv.pd.weights_desc(), w)},
-                 {DNNL_ARG_DST, wrap(output_desc(s, mb), output + first * out_image)}});
-      }
-    });
+    for_each_chunk(c, s, chunks, *conv_forward(s, chunks.full), *conv_forward(s, chunks.last), filter,
+                   [&](const ConvForward& conv, const void* weights, int64_t mb, int64_t first) {
+                     execute(c, conv.prim, conv.pd,
+                             {{DNNL_ARG_SRC, wrap(input_desc(s, mb), input + first * image_size(s))},
+                              {DNNL_ARG_WEIGHTS, wrap(conv.pd.weights_desc(), weights)},
+                              {DNNL_ARG_DST, wrap(output_desc(s, mb), output + first * output_image_size(s))}});
+                   });
   });
 }
 
 void conv2d_backward_input(KernelContext& c, const ConvShape& s, const float* filter, const float* dy, float* dx) {
   guarded(c, "Conv2DBackpropInput", [&] {
     const Chunks chunks(s.batch);
-    const auto full = conv_backward_input(s, chunks.full), last = conv_backward_input(s, chunks.last);
-    const Tensor weights = reordered_weights(c, full->weights_from_hwio, filter);
-    Tensor last_weights;
-    const void* last_w = weights.raw_data();
-    if (last->pd.weights_desc() != full->pd.weights_desc()) {
-      last_weights = reordered_weights(c, last->weights_from_hwio, filter);
-      last_w = last_weights.raw_data();
-    }
-    const int64_t in_image = s.in_h * s.in_w * s.depth, out_image = s.out_h * s.out_w * s.out_depth;
-    c.parallel_for(chunks.count, chunk_cost_ns(s, chunks.full), [&](int64_t begin, int64_t end) {
-      for (int64_t chunk = begin; chunk < end; ++chunk) {
-        const int64_t mb = chunks.images(chunk), first = chunk * chunks.full;
-        const ConvBackwardInput& conv = chunk + 1 == chunks.count ? *last : *full;
-        const void* w = chunk + 1 == chunks.count ? last_w : weights.raw_data();
-        execute(c, conv.prim, conv.pd,
-                {{DNNL_ARG_DIFF_SRC, wrap(input_desc(s, mb), dx + first * in_image)},
-                 {DNNL_ARG_WEIGHTS, wrap(conv.pd.weights_desc(), w)},
-                 {DNNL_ARG_DIFF_DST, wrap(output_desc(s, mb), dy + first * out_image)}});
-      }
-    });
+    for_each_chunk(c, s, chunks, *conv_backward_input(s, chunks.full), *conv_backward_input(s, chunks.last), filter,
+                   [&](const ConvBackwardInput& conv, const void* weights, int64_t mb, int64_t first) {
+                     execute(c, conv.prim, conv.pd,
+                             {{DNNL_ARG_DIFF_SRC, wrap(input_desc(s, mb), dx + first * image_size(s))},
+                              {DNNL_ARG_WEIGHTS, wrap(conv.pd.weights_desc(), weights)},
+                              {DNNL_ARG_DIFF_DST, wrap(output_desc(s, mb), dy + first * output_image_size(s))}});
+                   });
   });
 }
 
@@ -296,7 +291,7 @@ void conv2d_backward_filter(KernelContext& c, const ConvShape& s, const float* i
     const int64_t partial_floats = static_cast<int64_t>(partial_desc.get_size() / sizeof(float));
     Tensor partials = scratch(c, partial_desc.get_size() * chunks.count);
     float* partial = static_cast<float*>(partials.raw_data());
-    const int64_t in_image = s.in_h * s.in_w * s.depth, out_image = s.out_h * s.out_w * s.out_depth;
+    const int64_t in_image = image_size(s), out_image = output_image_size(s);
     c.parallel_for(chunks.count, chunk_cost_ns(s, chunks.full), [&](int64_t begin, int64_t end) {
       for (int64_t chunk = begin; chunk < end; ++chunk) {
         const int64_t mb = chunks.images(chunk), first = chunk * chunks.full;
