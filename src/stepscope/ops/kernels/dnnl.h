@@ -41,8 +41,7 @@ struct ConvShape {
 
 void conv2d_forward(KernelContext& c, const ConvShape& s, const float* input, const float* filter, float* output);
 void conv2d_backward_input(KernelContext& c, const ConvShape& s, const float* filter, const float* dy, float* dx);
-void conv2d_backward_filter(KernelContext& c, const ConvShape& s, const float* input, const float* dy,
-                            float* dfilter);
+void conv2d_backward_filter(KernelContext& c, const ConvShape& s, const float* input, const float* dy, float* dfilter);
 
 // Row-major out[m, n] = op(a) x op(b), op = transpose when the flag is set; lda/ldb are the row
 // lengths of a and b as stored. m, n, k > 0.

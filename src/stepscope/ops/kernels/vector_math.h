@@ -21,9 +21,7 @@
 namespace stepscope::vector_math {
 
 // 2^n for an integer-valued float n in [-126, 127], built in the exponent field.
-inline float pow2i(float n) {
-  return std::bit_cast<float>(static_cast<int32_t>(n + 127.0f) << 23);
-}
+inline float pow2i(float n) { return std::bit_cast<float>(static_cast<int32_t>(n + 127.0f) << 23); }
 
 // e^x. Overflows to +inf above ~88.72, underflows through the denormals to 0 below ~-103.9.
 inline float exp(float x) {

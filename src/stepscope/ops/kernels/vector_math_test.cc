@@ -47,11 +47,15 @@ void expect_within_ulps(const char* name, F ours, G reference, int64_t max_ulps)
 }
 
 TEST(VectorMath, WithinAnUlpOfLibmOverTheWholeRange) {
-  expect_within_ulps("exp", vm::exp, [](double x) { return std::exp(x); }, 1);
-  expect_within_ulps("log", vm::log, [](double x) { return std::log(x); }, 1);
-  expect_within_ulps("tanh", vm::tanh, [](double x) { return std::tanh(x); }, 1);
+  expect_within_ulps(
+      "exp", vm::exp, [](double x) { return std::exp(x); }, 1);
+  expect_within_ulps(
+      "log", vm::log, [](double x) { return std::log(x); }, 1);
+  expect_within_ulps(
+      "tanh", vm::tanh, [](double x) { return std::tanh(x); }, 1);
   // Four roundings in float (e, 1 + e, the division, e * r), as the scalar formula had.
-  expect_within_ulps("sigmoid", vm::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 3);
+  expect_within_ulps(
+      "sigmoid", vm::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, 3);
 }
 
 TEST(VectorMath, SpecialValues) {
