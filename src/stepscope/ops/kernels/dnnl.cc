@@ -25,9 +25,10 @@ constexpr int64_t kFlopsPerNs = 100;
 constexpr int64_t kBlockRows = 128;
 constexpr int64_t kBlockCols = 128;
 
+// Never destroyed: threads' streams (thread_local) may be destroyed after static objects are.
 dnnl::engine& engine() {
-  static dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
-  return cpu;
+  static auto* cpu = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *cpu;
 }
 
 // The calling thread's stream; oneDNN's own threads are turned off for this thread first.
