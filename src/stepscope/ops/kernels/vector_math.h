@@ -25,10 +25,11 @@ inline float pow2i(float n) { return std::bit_cast<float>(static_cast<int32_t>(n
 
 // e^x. Overflows to +inf above ~88.72, underflows through the denormals to 0 below ~-103.9.
 inline float exp(float x) {
-  // Selects rather than fmin/fmax, whose NaN rules keep GCC from vectorising them; a NaN x
-  // is handled at the end.
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
+  // Selects rather than fmin/fmax, whose NaN rules keep GCC from vectorising them. A NaN
+  // fails both comparisons and becomes -104 (converting NaN to an integer below would be
+  // undefined); it is given back at the end.
+  float xc = x >= -104.0f ? x : -104.0f;
+  xc = xc <= 89.0f ? xc : 89.0f;
   const float n = std::nearbyint(xc * 1.44269504088896341f);  // round(x / ln 2)
   // r = x - n ln2, with ln2 split in two so that n * ln2_hi is exact.
   float r = std::fma(n, -0.693359375f, xc);
