@@ -14,6 +14,7 @@
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -35,9 +36,8 @@ CliResult cli(const std::vector<std::string>& args) {
 class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("stepscope_cli_" + std::to_string(::getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
+    tmp_ = new testing::TempDir;
+    dir_ = new fs::path(tmp_->path());
     Graph graph;
     Scope root(graph);
     Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
@@ -76,16 +76,18 @@ class CliTest : public ::testing::Test {
     expected_scope_ = new std::string(expected.str());
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
     delete dir_;
+    delete tmp_;
     delete expected_scope_;
   }
   static std::string path(const std::string& name) { return (*dir_ / name).string(); }
 
+  static testing::TempDir* tmp_;
   static fs::path* dir_;
   static std::string* expected_scope_;
 };
 fs::path* CliTest::dir_ = nullptr;
+testing::TempDir* CliTest::tmp_ = nullptr;
 std::string* CliTest::expected_scope_ = nullptr;
 
 TEST_F(CliTest, ProfPrintsTheViewWithTfprofFlags) {

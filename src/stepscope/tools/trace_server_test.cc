@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "stepscope/base/error.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -23,8 +24,6 @@ namespace fs = std::filesystem;
 class TraceServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("stepscope_trace_server_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
     fs::create_directories(root_ / "run1");
     write("run1/timeline-10.json", R"({"traceEvents":[]})");
     write("run1/timeline-2.json", R"({"traceEvents":[{"ph":"M"}]})");
@@ -33,10 +32,10 @@ class TraceServerTest : public ::testing::Test {
     write("run1/timeline-6.json.tmp123", "half");
     write("odd name.json", "{}");
   }
-  void TearDown() override { fs::remove_all(root_); }
   void write(const std::string& name, const std::string& contents) { std::ofstream(root_ / name) << contents; }
 
-  fs::path root_;
+  testing::TempDir tmp_;
+  fs::path root_ = tmp_.path();
 };
 
 TEST_F(TraceServerTest, ListsTraceFilesByDirectoryThenStep) {

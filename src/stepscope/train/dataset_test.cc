@@ -21,6 +21,7 @@
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/csv.h"
 #include "stepscope/testing/error_text.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -42,13 +43,10 @@ const std::vector<float> kRow1439 = {0, 1,  12, 15, 5, 0,  0,  0, 0,  4,  15, 8,
                                      0, 0,  0,  0,  4, 14, 16, 1, 0,  0,  0,  0, 1,  10, 14, 15, 4,  0, 0, 0, 0,  0,
                                      0, 12, 8,  0,  0, 4,  8,  4, 10, 16, 4,  0, 0,  2,  12, 16, 13, 6, 0, 0};
 
+// One directory for the whole program, removed at exit.
 fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("stepscope_dataset_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const testing::TempDir dir;
+  return dir.path();
 }
 
 std::string write_file(const std::string& name, const std::string& content) {

@@ -8,6 +8,7 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/testing/error_text.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -72,8 +73,8 @@ TEST(Idx, MalformedFilesAreDataLossNamingTheFile) {
 }
 
 TEST(Idx, ReadIdxGunzipsByContentWithABound) {
-  const fs::path dir = fs::temp_directory_path() / ("stepscope_idx_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testing::TempDir tmp;
+  const fs::path dir = tmp.path();
   const std::string bytes = idx(0x08, {100, 28, 28}, std::string(78400, '\x07'));
   write_file_atomically(dir / "images.idx", bytes);
   write_file_atomically(dir / "images.gz", bytes, /*gzip=*/true);
@@ -87,7 +88,6 @@ TEST(Idx, ReadIdxGunzipsByContentWithABound) {
       error_text<ResourceExhaustedError>([&] { read_idx((dir / "images.gz").string(), 10000); });
   EXPECT_EQ(e.rfind((dir / "images.gz").string() + ": gzip data inflates past the limit of 10000 bytes", 0), 0u) << e;
   EXPECT_THROW(read_idx((dir / "missing").string()), NotFoundError);
-  fs::remove_all(dir);
 }
 
 }  // namespace

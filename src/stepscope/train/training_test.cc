@@ -10,6 +10,7 @@
 #include "stepscope/train/dataset.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -72,9 +73,8 @@ TEST(Training, MlpLearnsDigitsAndTheInputEndsTheLoop) {
 
 TEST(Training, CheckpointRestoresTheTrainedModelInAFreshSession) {
   DigitsMlp m;
-  const auto dir = std::filesystem::temp_directory_path() / ("stepscope-training-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   Saver saver(m.g);
   const FeedList test = m.test_feeds();
   float trained;
@@ -90,7 +90,6 @@ TEST(Training, CheckpointRestoresTheTrainedModelInAFreshSession) {
   saver.restore(fresh, *latest_checkpoint(dir.string()));
   EXPECT_EQ(fresh.run(test, {m.accuracy})[0].scalar_value<float>(), trained);
   EXPECT_EQ(fresh.run(m.step.value()).scalar_value<int64_t>(), 200);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Training, SameSeedsTrainTheSameModel) {
