@@ -12,6 +12,7 @@
 
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/node.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/executor.h"
 #include "stepscope/runtime/step_stats.h"
@@ -100,8 +101,8 @@ struct Executor::Plan {
       // A fed node computed nothing in the step: its label names no inputs.
       for (const FedNode& f : fed_nodes)
         fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
-                              StepStats::intern(f.node->name() + " = " + std::string(f.node->op_type()) + "()"),
-                              f.node->id(), f.first_slot, f.num_slots, f.device});
+                              StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
+                              f.first_slot, f.num_slots, f.device});
     });
     return names_;
   }
