@@ -205,7 +205,6 @@ std::span<AllocationRecord> StepStats::resize_records(size_t n) {
 }
 
 std::span<NodeOutput> StepStats::add_outputs(size_t n) { return add(outputs_, n); }
-std::span<AllocatorMemoryUsed> StepStats::add_memory(size_t n) { return add(memory_, n); }
 std::span<AllocationRecord> StepStats::add_records(size_t n) { return add(records_, n); }
 
 void StepStats::reserve(size_t outputs, size_t memory, size_t records) {

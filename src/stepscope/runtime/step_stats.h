@@ -16,6 +16,7 @@
 // through intern().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -140,7 +141,13 @@ class StepStats {
   // Append n default items and return them to fill in (writable until the next call for the
   // same array); the node then holds them as a std::span<const T>.
   std::span<NodeOutput> add_outputs(size_t n);
-  std::span<AllocatorMemoryUsed> add_memory(size_t n);
+  std::span<AllocatorMemoryUsed> add_memory(size_t n) {
+    // Inline: the executor adds a node's entries after each node of a traced step.
+    const size_t size = memory_.size();
+    if (size + n > memory_.capacity()) reserve(0, std::max(n, memory_.capacity()), 0);
+    memory_.resize(size + n);
+    return {memory_.data() + size, n};
+  }
   std::span<AllocationRecord> add_records(size_t n);
   // Room for that many more items, so that the calls that follow never reallocate.
   void reserve(size_t outputs, size_t memory, size_t records);
