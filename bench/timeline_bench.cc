@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "stepscope/graph/node_label.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/base/file_io.h"
@@ -76,10 +77,10 @@ StepStats synthetic_step(int n) {
     NodeExecStats ns;
     ns.node_name = StepStats::intern(names[i]);
     ns.op_type = ops[i % 4];
-    std::string label = names[i] + " = " + ops[i % 4] + "(";
-    if (i >= 4) label += names[i - 4];
-    if (i >= 9) label += ", " + names[i - 9];
-    ns.timeline_label = StepStats::intern(label + ")");
+    std::vector<NodeLabelInput> inputs;
+    if (i >= 4) inputs.push_back({.node = names[i - 4]});
+    if (i >= 9) inputs.push_back({.node = names[i - 9]});
+    ns.timeline_label = StepStats::intern(format_node_label(names[i], ops[i % 4], inputs));
     ns.node_id = i;
     ns.scheduled_ns = start(i) - 100;
     ns.all_start_ns = start(i);

@@ -1,6 +1,7 @@
 #include "stepscope/graph/node.h"
 
 #include "stepscope/graph/graph.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/graph/op_def.h"
 
 namespace stepscope {
@@ -13,12 +14,10 @@ Graph* Output::graph() const { return node ? &node->graph() : nullptr; }
 std::string_view Node::op_type() const { return op_->name; }
 
 std::string Node::timeline_label() const {
-  std::string s = name_ + " = " + op_->name + "(";
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (i) s += ", ";
-    s += inputs_[i].index == 0 ? inputs_[i].node->name() : inputs_[i].name();
-  }
-  return s + ")";
+  std::vector<NodeLabelInput> inputs;
+  inputs.reserve(inputs_.size());
+  for (const Output& in : inputs_) inputs.push_back({.node = in.node->name(), .output = in.index});
+  return format_node_label(name_, op_->name, inputs);
 }
 
 }  // namespace stepscope

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "stepscope/graph/graph.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/json_out.h"
 #include "stepscope/runtime/step_stats.h"
 
@@ -41,29 +42,6 @@ struct Predecessor {
   int record;
   CriticalPathEdge edge;
 };
-
-// "name = Op(in0, in1:1, ^ctrl)" → the producers' names, control inputs marked.
-void inputs_from_label(std::string_view label, std::vector<std::pair<std::string_view, bool>>& out) {
-  const size_t open = label.find('(');
-  const size_t close = label.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close <= open) return;
-  std::string_view args = label.substr(open + 1, close - open - 1);
-  while (!args.empty()) {
-    size_t comma = args.find(',');
-    std::string_view item = args.substr(0, comma);
-    args = comma == std::string_view::npos ? std::string_view() : args.substr(comma + 1);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    bool control = false;
-    if (!item.empty() && item.front() == '^') {
-      control = true;
-      item.remove_prefix(1);
-    }
-    // "node:1" names output 1 of node; node names themselves contain no ':'.
-    if (size_t colon = item.rfind(':'); colon != std::string_view::npos) item = item.substr(0, colon);
-    if (!item.empty()) out.emplace_back(item, control);
-  }
-}
 
 // A fed node: the executor records each one at the step's start, lasting nothing, allocating
 // nothing (its outputs are the fed tensors). It ran nothing and held nothing up: not an op of
@@ -211,12 +189,11 @@ class PathFinder {
       }
       return;
     }
-    std::vector<std::pair<std::string_view, bool>> names;
-    inputs_from_label(r.stats->timeline_label, names);
     bool exact = false;
-    for (auto [name, control] : names) {
-      if (int p = record_of(name); p >= 0) {
-        out.push_back({p, control ? CriticalPathEdge::kControl : CriticalPathEdge::kData});
+    std::string_view inputs = parse_node_label(r.stats->timeline_label).inputs;
+    for (ParsedNodeLabelInput in; next_node_label_input(inputs, in);) {
+      if (int p = record_of(in.node); p >= 0) {
+        out.push_back({p, in.control ? CriticalPathEdge::kControl : CriticalPathEdge::kData});
         exact |= records_[p].end == r.stats->scheduled_ns;
       }
     }

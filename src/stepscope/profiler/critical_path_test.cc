@@ -293,6 +293,22 @@ TEST(CriticalPath, WithoutTheGraphUsesTheTimelineLabels) {
   EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
 }
 
+// With the graph, edges come from it even when labels are missing or wrong; without it (a
+// file), the labels are all there is.
+TEST(CriticalPath, WithTheGraphEdgesComeFromTheGraphNotTheLabels) {
+  Diamond d;
+  StepStats s = d.step();
+  // No scheduled times: each op's predecessor is its latest input to end before it started.
+  for (auto& ns : s.dev_stats[0].node_stats) ns.scheduled_ns = 0;
+  auto& sink = s.dev_stats[0].node_stats[3];
+  sink.timeline_label = StepStats::intern("sink = Add(short)");
+  EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
+  EXPECT_EQ(names(critical_path(s)), (std::vector<std::string>{"src", "short", "sink"}));
+  for (auto& ns : s.dev_stats[0].node_stats) ns.timeline_label = {};
+  EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
+  EXPECT_EQ(names(critical_path(s)), (std::vector<std::string>{"sink"}));
+}
+
 TEST(CriticalPath, TextForm) {
   Diamond d;
   const std::string text = critical_path(d.g, d.step()).to_text();

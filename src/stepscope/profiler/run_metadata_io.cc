@@ -5,6 +5,7 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/ops/kernels/proto_wire.h"
 
 namespace stepscope {
@@ -439,11 +440,8 @@ class Parser {
     ns.all_start_ns = checked_sub(ns.all_start_ns, offset_, w, "all_start_nanos");
     ns.scheduled_ns = checked_sub(ns.scheduled_ns, offset_, w, "scheduled_nanos");
     // op_type: from the label, as TensorFlow's timeline finds it.
-    const std::string_view label = ns.timeline_label;
-    const size_t close = label.rfind(')');
-    const size_t open = close == std::string_view::npos || close == 0 ? close : label.rfind('(', close - 1);
-    const size_t eq = open == std::string_view::npos || open < 3 ? open : label.rfind(" = ", open - 3);
-    if (eq != std::string_view::npos) ns.op_type = StepStats::intern(label.substr(eq + 3, open - eq - 3));
+    if (const ParsedNodeLabel label = parse_node_label(ns.timeline_label); label.valid)
+      ns.op_type = StepStats::intern(label.op);
 
     ns.output = st_.store_outputs(outputs_);
     for (size_t i = 0; i < memory_.size(); ++i) memory_[i].allocation_records = records_[i];

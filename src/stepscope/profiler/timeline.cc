@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <mutex>
 #include <string_view>
 
 #include "stepscope/graph/graph.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/json_out.h"
 #include "stepscope/profiler/node_cost.h"
 #include "stepscope/runtime/step_stats.h"
@@ -60,20 +62,6 @@ class NameIndex {
   size_t mask_ = 0;
   std::span<const std::string_view> names_;
 };
-
-// TensorFlow's `(.*) = (.*)\((.*)\)` on a timeline label (greedy groups; '.' taken to match
-// any character): node name, op and the inputs text. False when it does not match.
-bool parse_label(std::string_view label, std::string_view& op, std::string_view& inputs) {
-  const size_t close = label.rfind(')');
-  if (close == std::string_view::npos || close == 0) return false;
-  const size_t open = label.rfind('(', close - 1);
-  if (open == std::string_view::npos || open < 3) return false;
-  const size_t eq = label.rfind(" = ", open - 3);
-  if (eq == std::string_view::npos) return false;
-  op = label.substr(eq + 3, open - eq - 3);
-  inputs = label.substr(open + 1, close - open - 1);
-  return true;
-}
 
 void append_dims(json_out::Sink& s, const Shape& shape) {
   if (!shape.known_rank()) {
@@ -171,6 +159,7 @@ struct Timeline::Impl {
   std::vector<Node> nodes;
   std::vector<std::string_view> names;  // of the nodes (what inputs are looked up in)
   std::vector<Input> inputs;
+  std::deque<std::string> input_names;  // "node:k" of the graph's inputs (Input::name views them)
   std::vector<Tensor> tensors;
   std::vector<Interval> intervals;
   std::vector<Series> series;
@@ -179,6 +168,14 @@ struct Timeline::Impl {
   mutable std::once_flag dataflow_done, memory_done;
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
+  // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
+  const stepscope::Node* node_of(const NodeExecStats& ns) const {
+    if (ns.node_id >= 0 && ns.node_id < graph->num_nodes()) {
+      const stepscope::Node* candidate = graph->node(ns.node_id);
+      if (candidate->name() == ns.node_name) return candidate;
+    }
+    return ns.node_name.empty() ? nullptr : graph->find_node(ns.node_name);
+  }
   // lane_lists: each device's lanes (the end of each lane's last node), kept across the steps
   // of a window so that later steps reuse the lanes.
   void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);
@@ -297,29 +294,31 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
       n.lane = static_cast<int32_t>(lane);
       num_lanes[device] = std::max<int32_t>(num_lanes[device], static_cast<int32_t>(lanes.size()));
 
-      std::string_view op, input_text;
-      const bool parsed = parse_label(ns.timeline_label, op, input_text);
-      if (!parsed) op = ns.op_type.empty() ? std::string_view("unknown") : ns.op_type;
+      // With the graph, the node's op and data inputs come from it (the label is only text);
+      // without it (a file), from the label.
+      const stepscope::Node* graph_node = graph ? node_of(ns) : nullptr;
+      const ParsedNodeLabel label = graph_node ? ParsedNodeLabel{} : parse_node_label(ns.timeline_label);
+      std::string_view op = graph_node           ? graph_node->op_type()
+                            : label.valid        ? label.op
+                            : ns.op_type.empty() ? std::string_view("unknown")
+                                                 : ns.op_type;
       n.input_begin = static_cast<uint32_t>(inputs.size());
       if (ns.node_name == "RecvTensor") {
         op = "RecvTensor";
-      } else if (parsed && !gpu_tracer) {
-        while (!input_text.empty()) {
-          const size_t comma = input_text.find(", ");
-          inputs.push_back({input_text.substr(0, comma), -1});
-          if (comma == std::string_view::npos) break;
-          input_text.remove_prefix(comma + 2);
-        }
+      } else if (graph_node && !gpu_tracer) {
+        for (const Output& in : graph_node->inputs())
+          inputs.push_back(
+              {in.index == 0 ? std::string_view(in.node->name()) : input_names.emplace_back(in.name()), -1});
+      } else if (label.valid && !gpu_tracer) {
+        std::string_view rest = label.inputs;
+        for (ParsedNodeLabelInput in; next_node_label_input(rest, in);) inputs.push_back({in.text, -1});
       }
       n.op = op;
       n.num_inputs = static_cast<uint32_t>(inputs.size() - n.input_begin);
       n.tensor_begin = static_cast<uint32_t>(tensors.size());
       for (uint32_t i = 0; i < ns.output.size(); ++i)
         tensors.push_back({static_cast<uint32_t>(nodes.size()), i, n.start, n.end, n.end});
-      if (shapes && ns.node_id >= 0 && ns.node_id < graph->num_nodes()) {
-        const stepscope::Node& gn = *graph->node(ns.node_id);
-        if (gn.name() == ns.node_name) n.flops = node_float_ops(gn, *shapes);
-      }
+      if (shapes && graph_node) n.flops = node_float_ops(*graph_node, *shapes);
       nodes.push_back(n);
       names.push_back(ns.node_name);
     }

@@ -5,8 +5,8 @@
 //  - pid 0 "Allocators": one `C` counter series per allocator (cat "Memory", name and series key
 //    the allocator's name), bytes in use by the buffers the step allocated (show_memory);
 //  - per device k (in StepStats order): pid 2k+1 "<device> Compute" with one `X` event per node
-//    (cat "Op", named by op type; args.name = node name, args.op, args.input0..N from the
-//    timeline_label), and pid 2k+2 "<device> Tensors" with the tensors as `N`/`O`/`D` object
+//    (cat "Op", named by op type; args.name = node name, args.op, args.input0..N: the op and
+//    data inputs from the graph when given, else from the timeline_label), and pid 2k+2 "<device> Tensors" with the tensors as `N`/`O`/`D` object
 //    events (cat "Tensor", show_memory);
 //  - a node's tid is its lane: the first lane of its device whose last node ended strictly
 //    before (in ns) the node started, so slices on one tid never overlap;
@@ -59,6 +59,9 @@ struct ChromeTraceOptions {
 
 class Timeline {
  public:
+  // With the graph the step ran (a node is matched by node_id and name, else by name), its ops
+  // and dataflow edges come from the graph and its FLOPs are given; labels are parsed only for
+  // nodes it does not have, and without it (a RunMetadata read from a file).
   explicit Timeline(const StepStats& step, const Graph* graph = nullptr);
   // Several steps in one trace (in the order given). step_numbers, when given (one per step),
   // name the step slices "step <n>"; otherwise they are named "step".

@@ -612,6 +612,48 @@ TEST(Timeline, FlopsInArgsWhenTheGraphIsGiven) {
   for (const auto& e : events(without, "X")) EXPECT_FALSE(e["args"].contains("flops"));
 }
 
+// With the graph, a node's op and inputs come from the graph, whatever its label says; without
+// it (a file), from the label.
+TEST(Timeline, WithTheGraphOpsAndInputsComeFromTheGraphNotTheLabels) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2, 3});
+  auto w = constant(s.with_op_name("w"), Tensor(DType::kFloat32, Shape{3, 5}));
+  auto mm = matmul(s.with_op_name("mm"), x, w);
+  Session sess(g);
+  const RunMetadata md = traced_run(sess, {mm}, {{x, Tensor(DType::kFloat32, Shape{2, 3})}});
+  auto args_of_mm = [](const json& trace) {
+    for (const auto& e : events(trace, "X"))
+      if (e["args"]["name"] == "mm") return e;
+    ADD_FAILURE() << "no slice of mm";
+    return json();
+  };
+  // The labels as the executor wrote them: both ways agree.
+  json from_labels = args_of_mm(validated(Timeline(md.step_stats).generate_chrome_trace_format()));
+  EXPECT_EQ(from_labels["name"], "MatMul");
+  EXPECT_EQ(from_labels["args"]["input0"], "x");
+  EXPECT_EQ(from_labels["args"]["input1"], "w");
+  for (std::string_view label : {"", "mm = Bogus(nothing, ^x)"}) {
+    StepStats st = md.step_stats;
+    for (auto& dev : st.dev_stats)
+      for (auto& ns : dev.node_stats) ns.timeline_label = StepStats::intern(label);
+    json with = args_of_mm(validated(Timeline(st, &g).generate_chrome_trace_format()));
+    EXPECT_EQ(with["name"], "MatMul") << label;
+    EXPECT_EQ(with["args"]["input0"], "x") << label;
+    EXPECT_EQ(with["args"]["input1"], "w") << label;
+    EXPECT_FALSE(with["args"].contains("input2")) << label;
+    json without = args_of_mm(validated(Timeline(st).generate_chrome_trace_format()));
+    if (label.empty()) {
+      EXPECT_EQ(without["name"], "MatMul");  // the recorded op_type
+      EXPECT_FALSE(without["args"].contains("input0"));
+    } else {
+      EXPECT_EQ(without["name"], "Bogus");
+      EXPECT_EQ(without["args"]["input0"], "nothing");
+      EXPECT_EQ(without["args"]["input1"], "^x");
+    }
+  }
+}
+
 // Fed nodes are in a traced step: slices of no length at the step's start with the fed shapes,
 // one lane each (a lane's last slice must end strictly before the next starts, TensorFlow's
 // rule); the ops keep their lanes, an arrow from a feed on another lane binds, the trace is clean.

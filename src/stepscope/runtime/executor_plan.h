@@ -12,20 +12,13 @@
 
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/node.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/executor.h"
 #include "stepscope/runtime/step_stats.h"
+#include "stepscope/runtime/step_stats_builder.h"
 
 namespace stepscope {
-
-// What a traced step records for a node while it runs, in a slot of its own (no lock). Times
-// are in ticks (see StepClock); its outputs' descriptions go straight into the StepStats.
-struct NodeRecord {
-  int64_t start, end, scheduled;
-  int64_t bytes_in_use_at_end;  // of the kernel's allocator
-  uint32_t thread_id;
-  int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
-};
 
 // The per-step arrays of a plan. A finished step leaves them for the next step of the plan (all
 // slots empty again), so a step allocates nothing of its own in the steady state.
@@ -33,11 +26,8 @@ struct StepBuffers {
   std::unique_ptr<std::atomic<int32_t>[]> pending;  // per plan item
   std::unique_ptr<std::atomic<int32_t>[]> refs;     // per slot
   std::unique_ptr<Tensor[]> slots;
-  // Traced steps only (allocated by the first one).
-  std::unique_ptr<NodeRecord[]> records;        // per plan item
-  std::vector<int32_t> order, cursor;           // scratch of the post-step pass
-  std::vector<const AllocationEvent*> sources;  // the event of each allocation record, when needed
-  std::unique_ptr<int[]> deferred;              // per plan item at most: see RunState::deferred
+  std::unique_ptr<int[]> deferred;  // per plan item at most: see RunState::deferred
+  StepStatsBuilder trace;           // traced steps only
 
   StepBuffers(size_t num_items, size_t num_slots)
       : pending(new std::atomic<int32_t>[num_items]),
@@ -100,8 +90,8 @@ struct Executor::Plan {
       // A fed node computed nothing in the step: its label names no inputs.
       for (const FedNode& f : fed_nodes)
         fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
-                              StepStats::intern(f.node->name() + " = " + std::string(f.node->op_type()) + "()"),
-                              f.node->id(), f.first_slot, f.num_slots, f.device});
+                              StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
+                              f.first_slot, f.num_slots, f.device});
     });
     return names_;
   }

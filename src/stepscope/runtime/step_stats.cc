@@ -184,8 +184,27 @@ void StepStats::clear() {
   alloc_ids_.clear();
 }
 
+std::span<NodeOutput> StepStats::reuse_for_step(size_t num_outputs) {
+  // A fresh StepStats (a new RunMetadata per step) takes the spare arrays.
+  if (outputs_.capacity() == 0) take_spare_arrays();
+  std::vector<DeviceStepStats> kept = std::move(dev_stats);  // with their memory
+  std::vector<NodeOutput> outputs = std::move(outputs_);
+  std::vector<AllocationRecord> records = std::move(records_);
+  clear();
+  dev_stats = std::move(kept);
+  for (auto& dev : dev_stats) dev.node_stats.clear();  // no views into the arrays left
+  outputs.resize(num_outputs);
+  outputs_ = std::move(outputs);
+  records_ = std::move(records);  // their size too: resize_records initializes only what grows
+  return outputs_;
+}
+
+std::span<AllocationRecord> StepStats::resize_records(size_t n) {
+  records_.resize(n);
+  return records_;
+}
+
 std::span<NodeOutput> StepStats::add_outputs(size_t n) { return add(outputs_, n); }
-std::span<AllocatorMemoryUsed> StepStats::add_memory(size_t n) { return add(memory_, n); }
 std::span<AllocationRecord> StepStats::add_records(size_t n) { return add(records_, n); }
 
 void StepStats::reserve(size_t outputs, size_t memory, size_t records) {

@@ -16,6 +16,7 @@
 // through intern().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -105,8 +106,6 @@ struct DeviceStepStats {
   std::vector<NodeExecStats> node_stats;
 };
 
-struct StepStatsBuilder;
-
 class StepStats {
  public:
   std::vector<DeviceStepStats> dev_stats;
@@ -142,7 +141,13 @@ class StepStats {
   // Append n default items and return them to fill in (writable until the next call for the
   // same array); the node then holds them as a std::span<const T>.
   std::span<NodeOutput> add_outputs(size_t n);
-  std::span<AllocatorMemoryUsed> add_memory(size_t n);
+  std::span<AllocatorMemoryUsed> add_memory(size_t n) {
+    // Inline: the executor adds a node's entries after each node of a traced step.
+    const size_t size = memory_.size();
+    if (size + n > memory_.capacity()) reserve(0, std::max(n, memory_.capacity()), 0);
+    memory_.resize(size + n);
+    return {memory_.data() + size, n};
+  }
   std::span<AllocationRecord> add_records(size_t n);
   // Room for that many more items, so that the calls that follow never reallocate.
   void reserve(size_t outputs, size_t memory, size_t records);
@@ -151,9 +156,20 @@ class StepStats {
   size_t num_stored_outputs() const { return outputs_.size(); }
   size_t num_stored_records() const { return records_.size(); }
 
- private:
-  friend struct StepStatsBuilder;  // the executor's: appends to the arrays directly, room reserved
+  // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
+  // arrays have grown to a step's size:
+  // Forgets everything, as clear() does, but keeps the devices' node lists (emptied) with their
+  // memory, and `num_outputs` output descriptions to fill in, in place: views of them
+  // (stored_outputs) need no copy. A StepStats with no memory of its own takes the spare
+  // arrays (see ~StepStats). Kept items are not reset: resizing initializes only what grows.
+  std::span<NodeOutput> reuse_for_step(size_t num_outputs);
+  // The view of `n` stored output descriptions from index `first`.
+  std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
+  // The allocation records resized to `n`, to fill in place; only while no memory entry holds
+  // a view of them (items kept are not reset).
+  std::span<AllocationRecord> resize_records(size_t n);
 
+ private:
   template <typename T>
   std::span<T> add(std::vector<T>& array, size_t n);
   template <typename T>

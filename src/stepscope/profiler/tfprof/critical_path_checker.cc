@@ -39,7 +39,8 @@ std::vector<std::string> CriticalPathChecker::check(const Profiler& profiler,
     log << "Step " << step << " was not added. Skip " << name() << "\n";
     return {};
   }
-  const CriticalPath path = critical_path(profiler.step_stats(step));
+  const StepStats stats = profiler.step_stats(step);
+  const CriticalPath path = profiler.graph() ? critical_path(*profiler.graph(), stats) : critical_path(stats);
   if (path.empty()) return {};
   std::string text =
       "step " + std::to_string(step) + ": " +

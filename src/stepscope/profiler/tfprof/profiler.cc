@@ -5,6 +5,7 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/graph/graph.h"
+#include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/profile_io.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
@@ -261,6 +262,7 @@ void Profiler::set_log(std::ostream* log) { impl_->log = log ? log : &std::cerr;
 std::ostream& Profiler::log() const { return *impl_->log; }
 
 const tfprof::ProfileModel& Profiler::model() const { return impl_->model; }
+const Graph* Profiler::graph() const { return impl_->graph; }
 
 StepStats Profiler::step_stats(int64_t step) const { return impl_->step_stats(step, nullptr); }
 
@@ -272,6 +274,7 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
   out.base_ns = data.base_ns;
   out.base_wall_ns = data.base_wall_ns;
   std::vector<int32_t> slot(model.devices.size(), -1);
+  std::vector<NodeLabelInput> label_inputs;
   for (const tfprof::ExecRecord& e : data.execs) {
     if (only && !(*only)[e.node]) continue;
     if (slot[e.device] < 0) {
@@ -279,16 +282,10 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
       out.dev_stats.push_back({StepStats::intern(model.device_labels[e.device]), {}});
     }
     const tfprof::ModelNode& node = model.nodes[e.node];
-    std::string label = node.name + " = " + node.op + "(";
-    bool first = true;
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.input_slots[i] < 0) continue;
-      if (!first) label += ", ";
-      first = false;
-      label += model.nodes[node.inputs[i]].name;
-      if (node.input_slots[i] > 0) label += ":" + std::to_string(node.input_slots[i]);
-    }
-    label += ")";
+    label_inputs.clear();
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.input_slots[i] >= 0)
+        label_inputs.push_back({.node = model.nodes[node.inputs[i]].name, .output = node.input_slots[i]});
     NodeExecStats ns;
     ns.node_name = StepStats::intern(node.name);
     ns.op_type = StepStats::intern(node.op);
@@ -299,7 +296,7 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
     ns.op_end_rel_ns = e.op_end_rel_ns;
     ns.all_end_rel_ns = e.all_end_rel_ns;
     ns.thread_id = e.thread_id;
-    ns.timeline_label = StepStats::intern(label);
+    ns.timeline_label = StepStats::intern(format_node_label(node.name, node.op, label_inputs));
     out.dev_stats[slot[e.device]].node_stats.push_back(ns);
   }
   return out;

@@ -135,6 +135,8 @@ class Profiler {
   StepStats step_stats(int64_t step) const;
   // Read-only view of everything the profiler holds (profile_model.h).
   const tfprof::ProfileModel& model() const;
+  // The graph it profiles; null for a loaded profile (a file has none).
+  const Graph* graph() const;
 
  private:
   struct Impl;

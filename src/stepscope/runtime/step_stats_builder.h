@@ -1,0 +1,85 @@
+// What a traced step writes while it runs, and how that becomes StepStats (internal to the
+// runtime: the executor's).
+//
+// While the step runs, each node writes its NodeRecord and its outputs' descriptions into
+// slots preallocated for it (no lock, no allocation, no string); its allocations go to the
+// AllocationRecorder's per-thread logs. After the step, finish() assembles the StepStats from
+// those slots and logs: per device, the nodes in start order with their interned names (made
+// once per plan), outputs, and memory figures from the allocation events. No lock, no map, no
+// string built, no allocation once the arrays have grown to the step's size: the builder's
+// scratch is kept with the plan's step buffers, and a StepStats keeps its memory from the step
+// it held before.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "stepscope/core/allocator.h"
+#include "stepscope/core/tensor.h"
+#include "stepscope/runtime/executor.h"
+#include "stepscope/runtime/step_clock.h"
+#include "stepscope/runtime/step_stats.h"
+
+namespace stepscope {
+
+// What a traced step records for a node while it runs, in a slot of its own. Times are in
+// ticks (see StepClock); its outputs' descriptions go straight into the StepStats.
+struct NodeRecord {
+  int64_t start, end, scheduled;
+  int64_t bytes_in_use_at_end;  // of the kernel's allocator
+  uint32_t thread_id;
+  int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
+};
+
+// Describes tensor `t`, output `slot` of its node. The allocator is named by a comparison for
+// the kernels' allocator, whose name is interned already (the hot path's common case), and
+// through StepStats::intern for any other.
+[[gnu::always_inline]] inline void describe_output(const Tensor& t, int slot, const Allocator* kernel_allocator,
+                                                   std::string_view kernel_allocator_name, NodeOutput& description) {
+  const Buffer* b = t.buffer();
+  AllocationDescription& ad = description.tensor_description.allocation_description;
+  description.slot = slot;
+  description.tensor_description.dtype = t.dtype();
+  description.tensor_description.shape = t.shape();
+  ad.requested_bytes = b->requested_bytes();  // a tensor always spans its whole buffer
+  ad.allocated_bytes = b->allocated_bytes();
+  ad.allocator_name =
+      b->allocator() == kernel_allocator ? kernel_allocator_name : StepStats::intern(b->allocator()->name());
+  ad.allocation_id = b->allocation_id();
+  ad.has_single_reference = b->unique();
+  ad.ptr = reinterpret_cast<uint64_t>(t.raw_data());
+}
+// An output the kernel did not produce (it failed): finish() leaves it out of the node's.
+inline void mark_missing(NodeOutput& description) {
+  description.tensor_description.allocation_description.allocator_name = {};
+}
+
+// One per StepBuffers of a plan (so one per step running at a time), kept between steps.
+class StepStatsBuilder {
+ public:
+  // The slots a traced step writes while it runs.
+  struct Slots {
+    NodeRecord* records;  // per plan item
+    NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+  };
+  // Before the step: `stats` forgets what it held (keeping its memory) and takes the step's
+  // base times.
+  Slots begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
+  // After the step (the recorder closed): fills `stats`.
+  void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
+
+ private:
+  // Fed nodes first (in start order, they start with the step): what TensorFlow records as the
+  // _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step. Nothing ran
+  // and nothing was allocated: zero duration, no memory, on the calling thread. Cold: see
+  // place_feeds.
+  [[gnu::cold]] static void add_fed_nodes(const Executor::Plan& plan, StepStats& stats);
+
+  std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
+  std::vector<int32_t> order_, cursor_;          // scratch of finish()
+  std::vector<const AllocationEvent*> sources_;  // the event of each allocation record, when needed
+};
+
+}  // namespace stepscope

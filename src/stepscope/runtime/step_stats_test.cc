@@ -1,0 +1,61 @@
+// StepStats' API for writing a step in place (what the executor's StepStatsBuilder uses).
+#include "stepscope/runtime/step_stats.h"
+
+#include <gtest/gtest.h>
+
+namespace stepscope {
+namespace {
+
+TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
+  StepStats st;
+  st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
+  st.base_ns = 5;
+  st.base_wall_ns = 6;
+  st.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
+  st.dev_stats[0].node_stats.resize(3);
+  const NodeExecStats* nodes = st.dev_stats[0].node_stats.data();
+  std::span<NodeOutput> outputs = st.reuse_for_step(4);
+  ASSERT_EQ(outputs.size(), 4u);
+  EXPECT_EQ(st.num_stored_outputs(), 4u);
+  EXPECT_EQ(st.base_ns, 0);
+  EXPECT_EQ(st.base_wall_ns, 0);
+  ASSERT_EQ(st.dev_stats.size(), 1u);
+  EXPECT_TRUE(st.dev_stats[0].node_stats.empty());
+  EXPECT_EQ(st.dev_stats[0].node_stats.data(), nodes);  // the node list's memory is kept
+
+  // Outputs written in place are what stored_outputs views; copies view their own arrays.
+  outputs[2].slot = 7;
+  NodeExecStats ns;
+  ns.output = st.stored_outputs(2, 2);
+  EXPECT_EQ(ns.output.data(), outputs.data() + 2);
+  st.dev_stats[0].node_stats.push_back(ns);
+  const StepStats copy = st;
+  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output[0].slot, 7);
+  EXPECT_NE(copy.dev_stats[0].node_stats[0].output.data(), outputs.data() + 2);
+
+  // A step with fewer slots: the array shrinks to them.
+  EXPECT_EQ(st.reuse_for_step(2).size(), 2u);
+  EXPECT_EQ(st.num_stored_outputs(), 2u);
+}
+
+TEST(StepStats, ResizeRecordsToFillInPlace) {
+  StepStats st;
+  st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
+  std::span<AllocationRecord> records = st.resize_records(3);
+  ASSERT_EQ(records.size(), 3u);
+  records[1] = {.alloc_ns = 10, .alloc_bytes = -4};
+  AllocatorMemoryUsed m;
+  m.allocation_records = std::span<const AllocationRecord>(records).subspan(1, 1);
+  const std::span<const AllocatorMemoryUsed> stored = st.store_memory(std::span(&m, 1));
+  // Already in this StepStats' records: viewed, not copied.
+  EXPECT_EQ(st.num_stored_records(), 3u);
+  EXPECT_EQ(stored[0].allocation_records[0].alloc_bytes, -4);
+  // A reused StepStats keeps the records' size (what is kept is not reset; resizing to the next
+  // step's size initializes only what grows).
+  st.reuse_for_step(0);
+  EXPECT_EQ(st.num_stored_records(), 3u);
+  EXPECT_EQ(st.resize_records(5).size(), 5u);
+}
+
+}  // namespace
+}  // namespace stepscope
