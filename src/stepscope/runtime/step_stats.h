@@ -141,13 +141,12 @@ class StepStats {
   // Append n default items and return them to fill in (writable until the next call for the
   // same array); the node then holds them as a std::span<const T>.
   std::span<NodeOutput> add_outputs(size_t n);
-  std::span<AllocatorMemoryUsed> add_memory(size_t n) {
-    // Inline: the executor adds a node's entries after each node of a traced step.
-    const size_t size = memory_.size();
-    if (size + n > memory_.capacity()) reserve(0, std::max(n, memory_.capacity()), 0);
-    memory_.resize(size + n);
-    return {memory_.data() + size, n};
+  // Memory entries are appended one by one, each built in place (no default fill first: the
+  // builder adds them after every node of a traced step): room for n more, then each entry.
+  void reserve_more_memory(size_t n) {
+    if (memory_.size() + n > memory_.capacity()) reserve(0, std::max(n, memory_.capacity()), 0);
   }
+  AllocatorMemoryUsed& add_memory(const AllocatorMemoryUsed& entry) { return memory_.emplace_back(entry); }
   std::span<AllocationRecord> add_records(size_t n);
   // Room for that many more items, so that the calls that follow never reallocate.
   void reserve(size_t outputs, size_t memory, size_t records);

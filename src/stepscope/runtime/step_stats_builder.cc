@@ -170,8 +170,9 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
         for (size_t i = begin + 1; i < end; ++i) runs += allocator_of(i) != allocator_of(i - 1);
       }
       // Beyond the one per node reserved, the array grows (and the views are rebased).
-      const std::span<AllocatorMemoryUsed> entries = stats.add_memory(runs);
-      for (size_t i = begin, k = 0; i < end; ++k) {
+      stats.reserve_more_memory(runs);
+      const AllocatorMemoryUsed* first_entry = nullptr;
+      for (size_t i = begin; i < end;) {
         const Allocator* a = allocator_of(i);
         int64_t live = 0, total = 0, peak = 0;
         size_t j = i;
@@ -180,7 +181,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
           total += recs[j].alloc_bytes > 0 ? recs[j].alloc_bytes : 0;
           peak = std::max(peak, live);
         }
-        entries[k] = {
+        const AllocatorMemoryUsed& entry = stats.add_memory({
             .allocator_name = name_of(a),
             .total_bytes = total,
             .peak_bytes = peak,
@@ -189,11 +190,12 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
             // The kernel's allocator was read when the node finished; another one at its last event.
             .allocator_bytes_in_use =
                 a == kernel_allocator ? r.bytes_in_use_at_end : source[j - 1]->allocator_bytes_in_use,
-        };
+        });
+        if (!first_entry) first_entry = &entry;
         i = j;
       }
-      node_memory = entries;
-      memory_end = reinterpret_cast<uintptr_t>(entries.data() + entries.size());
+      node_memory = {first_entry, runs};
+      memory_end = reinterpret_cast<uintptr_t>(first_entry + runs);
     }
 
     devices[item.device].node_stats.push_back({
