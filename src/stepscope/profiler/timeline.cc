@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
-#include "stepscope/profiler/json_out.h"
 #include "stepscope/profiler/node_cost.h"
 #include "stepscope/runtime/step_stats.h"
 

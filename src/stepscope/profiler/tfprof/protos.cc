@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "stepscope/profiler/json_out.h"
+#include "stepscope/base/json_out.h"
 
 namespace stepscope {
 namespace {
