@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/cwise.h"
+#include "stepscope/ops/internal/cwise.h"
 #include "stepscope/ops/op_test_util.h"
 #include "stepscope/ops/registry.h"
 

@@ -12,7 +12,7 @@
 #include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/op_def.h"
-#include "stepscope/runtime/executor_plan.h"
+#include "stepscope/runtime/internal/executor_plan.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
