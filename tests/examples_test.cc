@@ -13,7 +13,7 @@
 #include <string>
 
 #include "stepscope/base/file_io.h"
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 
 namespace {
 

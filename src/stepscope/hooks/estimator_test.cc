@@ -14,6 +14,8 @@
 #include "stepscope/train/optimizer.h"
 #include "stepscope/train/summary_writer.h"
 #include "stepscope/train/variables.h"
+#include "stepscope/testing/error_text.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -78,16 +80,7 @@ class TickHook : public SessionRunHook {
 
 class EstimatorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() / ("stepscope-estimator-" + std::to_string(::getpid()) + "-" +
-                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-               .string();
-    std::filesystem::remove_all(dir_);
-  }
-  void TearDown() override {
-    SummaryWriterCache::clear();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { SummaryWriterCache::clear(); }
 
   EstimatorConfig config(EstimatorConfig c = {}) {
     c.model_dir = dir_;
@@ -95,7 +88,8 @@ class EstimatorTest : public ::testing::Test {
     return c;
   }
 
-  std::string dir_;
+  testing::TempDir tmp_;
+  std::string dir_ = tmp_ / "model";  // made by the estimator
   std::vector<std::string> info_;
   HookLog quiet_{.info = [this](const std::string& s) { info_.push_back(s); },
                  .warning = [](const std::string&) {},
@@ -269,69 +263,59 @@ TEST_F(EstimatorTest, EarlyStoppingHonoursMinStepsAndTimeSchedule) {
   EXPECT_THROW(read_eval_metrics(est.eval_dir()), DataLossError);
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  return "<no InvalidArgumentError>";
-}
-
 TEST_F(EstimatorTest, BadArgumentsGiveClearErrors) {
-  EXPECT_EQ(error_of([&] { Estimator(nullptr, config()); }), "model_fn must be provided to Estimator.");
-  EXPECT_EQ(error_of([&] { Estimator(mlp(), config({.save_checkpoints_steps = 1, .save_checkpoints_secs = 1})); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Estimator(nullptr, config()); }), "model_fn must be provided to Estimator.");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Estimator(mlp(), config({.save_checkpoints_steps = 1, .save_checkpoints_secs = 1})); }),
             "`save_checkpoints_steps` and `save_checkpoints_secs` cannot be both set.");
   Estimator est(mlp(), config({.save_checkpoints_steps = 10}));
-  EXPECT_EQ(error_of([&] { est.train(train_input, {.steps = 1, .max_steps = 2}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { est.train(train_input, {.steps = 1, .max_steps = 2}); }),
             "Can not provide both steps and max_steps.");
-  EXPECT_EQ(error_of([&] { est.train(train_input, {.steps = 0}); }), "Must specify steps > 0, given: 0");
-  EXPECT_EQ(error_of([&] { est.train(train_input, {.max_steps = -1}); }), "Must specify max_steps > 0, given: -1");
-  EXPECT_EQ(error_of([&] { est.train(train_input, {.hooks = {nullptr}}); }), "hooks[0] is null.");
-  EXPECT_EQ(error_of([&] { est.evaluate(eval_input, {.steps = 0}); }), "Must specify steps > 0, given: 0");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { est.train(train_input, {.steps = 0}); }), "Must specify steps > 0, given: 0");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { est.train(train_input, {.max_steps = -1}); }), "Must specify max_steps > 0, given: -1");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { est.train(train_input, {.hooks = {nullptr}}); }), "hooks[0] is null.");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { est.evaluate(eval_input, {.steps = 0}); }), "Must specify steps > 0, given: 0");
 
   Estimator no_train_op([](Output x, Output, ModeKeys mode,
                            const Scope& root) { return EstimatorSpec{.mode = mode, .loss = reduce_mean(root, x)}; },
                         config());
-  EXPECT_EQ(error_of([&] { no_train_op.train(train_input, {.max_steps = 1}); }), "Missing train_op.");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { no_train_op.train(train_input, {.max_steps = 1}); }), "Missing train_op.");
   Estimator reserved(
       [](Output x, Output, ModeKeys mode, const Scope& root) {
         Output loss = reduce_mean(root, x);
         return EstimatorSpec{.mode = mode, .loss = loss, .eval_metric_ops = {{"loss", loss}}};
       },
       config());
-  EXPECT_EQ(error_of([&] { reserved.evaluate(eval_input); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { reserved.evaluate(eval_input); }),
             "Metric with name \"loss\" is not allowed, because Estimator already defines a default metric with the "
             "same name.");
-  EXPECT_THAT(error_of([&] { est.train([](const Scope&) -> Input { return std::vector<Output>{}; }); }),
+  EXPECT_THAT(testing::error_text<InvalidArgumentError>([&] { est.train([](const Scope&) -> Input { return std::vector<Output>{}; }); }),
               HasSubstr("input_fn must give features or (features, labels), got 0 tensors."));
 
   EXPECT_EQ(
-      error_of([&] { train_and_evaluate(est, {.input_fn = train_input, .max_steps = 0}, {.input_fn = eval_input}); }),
+      testing::error_text<InvalidArgumentError>([&] { train_and_evaluate(est, {.input_fn = train_input, .max_steps = 0}, {.input_fn = eval_input}); }),
       "Must specify max_steps > 0, given: 0");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               train_and_evaluate(est, {.input_fn = train_input}, {.input_fn = eval_input, .throttle_secs = -1});
             }),
             "Must specify throttle_secs >= 0, given: -1");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               train_and_evaluate(est, {.input_fn = train_input}, {.input_fn = eval_input, .start_delay_secs = -2});
             }),
             "Must specify start_delay_secs >= 0, given: -2");
-  EXPECT_EQ(error_of([&] { train_and_evaluate(est, {.input_fn = train_input}, {}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { train_and_evaluate(est, {.input_fn = train_input}, {}); }),
             "EvalSpec.input_fn must be provided.");
   Estimator no_ckpt(mlp(), config({.save_checkpoints_secs = 0}));
-  EXPECT_THAT(error_of([&] { train_and_evaluate(no_ckpt, {.input_fn = train_input}, {.input_fn = eval_input}); }),
+  EXPECT_THAT(testing::error_text<InvalidArgumentError>([&] { train_and_evaluate(no_ckpt, {.input_fn = train_input}, {.input_fn = eval_input}); }),
               HasSubstr("set save_checkpoints_steps or save_checkpoints_secs"));
 
-  EXPECT_EQ(error_of([&] { stop_if_no_increase_hook(est, "accuracy", 10, {.run_every_steps = 5}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { stop_if_no_increase_hook(est, "accuracy", 10, {.run_every_steps = 5}); }),
             "Only one of `run_every_secs` and `run_every_steps` can be set.");
-  EXPECT_EQ(error_of([&] { stop_if_no_increase_hook(est, "accuracy", 10, {.run_every_secs = std::nullopt}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { stop_if_no_increase_hook(est, "accuracy", 10, {.run_every_secs = std::nullopt}); }),
             "Either every_secs or every_steps should be provided.");
-  EXPECT_EQ(error_of([&] { stop_if_no_decrease_hook(est, "loss", -1); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { stop_if_no_decrease_hook(est, "loss", -1); }),
             "max_steps_without_decrease must be >= 0, given: -1");
-  EXPECT_EQ(error_of([&] { stop_if_no_increase_hook(est, "", 1); }), "metric_name must not be empty.");
-  EXPECT_EQ(error_of([&] { make_early_stopping_hook(est, nullptr); }), "`should_stop_fn` must be callable.");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { stop_if_no_increase_hook(est, "", 1); }), "metric_name must not be empty.");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { make_early_stopping_hook(est, nullptr); }), "`should_stop_fn` must be callable.");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/train/event_file.h"
 #include "stepscope/train/variables.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope::testing {
 // Inline namespace: the two hook test harnesses link into one program without clashing.
@@ -32,29 +33,6 @@ inline Node* increment_global_step(Graph& graph, int64_t increment) {
   return assign_add(scope, step.value(), amount).node;
 }
 
-// A fresh, empty directory under the system temp dir, removed when the object goes away.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    static int counter = 0;
-    std::string name = std::string("stepscope_") +
-                       (info ? info->test_suite_name() + std::string("_") + info->name() : "t") + "_" +
-                       std::to_string(::getpid()) + "_" + std::to_string(counter++);
-    path_ = std::filesystem::temp_directory_path() / name;
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string& child) const { return (path_ / child).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Every event of every event file in `dir`, in TensorBoard's read order (checksums checked).
 inline std::vector<Event> read_dir_events(const std::string& dir) {

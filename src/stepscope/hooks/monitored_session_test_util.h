@@ -16,24 +16,11 @@
 #include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/state_ops.h"
 #include "stepscope/train/variables.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope::monitored_session_testing {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "stepscope_mon_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using stepscope::testing::TempDir;
 
 inline int64_t i64(const Tensor& t) { return t.scalar_value<int64_t>(); }
 inline float f32(const Tensor& t) { return t.flat<float>()[0]; }

@@ -19,6 +19,7 @@
 #include "stepscope/train/event_file.h"
 #include "stepscope/train/summary_writer.h"
 #include "stepscope/train/variables.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -27,22 +28,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "stepscope_mts_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& child) const { return path_ + "/" + child; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 int64_t i64(const Tensor& t) { return t.scalar_value<int64_t>(); }
 

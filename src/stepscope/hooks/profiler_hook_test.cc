@@ -16,7 +16,7 @@
 #include <regex>
 #include <set>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/estimator.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
@@ -26,7 +26,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/base/file_io.h"
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"

@@ -14,6 +14,7 @@
 #include "stepscope/ops/state_ops.h"
 #include "stepscope/ops/summary_ops.h"
 #include "stepscope/train/variables.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -22,21 +23,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "stepscope_scaffold_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 template <typename F>
 void expect_error(F&& f, ErrorCode code, const std::string& message) {

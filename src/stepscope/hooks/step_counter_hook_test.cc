@@ -7,7 +7,7 @@
 
 #include <regex>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/ops/all_ops.h"

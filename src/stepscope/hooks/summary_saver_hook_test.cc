@@ -7,7 +7,7 @@
 
 #include <fstream>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/step_counter_hook.h"

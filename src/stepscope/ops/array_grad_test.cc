@@ -6,52 +6,27 @@
 #include <string>
 #include <vector>
 
-#include "stepscope/autodiff/gradient_checker.h"
+#include "stepscope/testing/gradient_checker.h"
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/math_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
 
+using testing::expect_gradient_matches;
+using testing::random_tensor;
+using testing::count_ops;
+
 using testing::eval;
 using testing::expect_tensor_near;
-
-Tensor random_tensor(const Shape& shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(-1, 1);
-  Tensor t(DType::kFloat64, shape);
-  for (double& v : t.flat<double>()) v = dist(rng);
-  return t;
-}
 
 // y * w summed by the checker's Jacobian: every element of y gets its own weight, so a
 // gradient routed to the wrong element shows.
 Output weighted(const Scope& s, Output y, const Shape& shape, unsigned seed) {
   return mul(s, y, constant(s, random_tensor(shape, seed)));
-}
-
-void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds = {}, double delta = 1e-4,
-                             double tolerance = 1e-6) {
-  const GradientCheckResult r = check_gradient(x, x_value, y, feeds, delta);
-  EXPECT_LE(r.max_error, tolerance * (1 + r.max_value))
-      << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-int count_ops(const Graph& g, std::string_view op) {
-  int n = 0;
-  for (int id = 0; id < g.num_nodes(); ++id) n += g.node(id)->op_type() == op;
-  return n;
 }
 
 Shape unknown_dims(int rank) {
@@ -177,7 +152,7 @@ TEST(ArrayGrad, CastBetweenFloatsCastsBackAndStopsAtIntegers) {
   auto dx = gradients(s, {y}, {x})[0];
   EXPECT_EQ(dx.dtype(), DType::kFloat64);
   // float32 in the middle: a larger step keeps its rounding out of the difference quotient.
-  expect_gradient_matches(x, Tensor::from_vector<double>({0.5, -1.25, 2}), y, {}, 1e-2, 1e-5);
+  expect_gradient_matches(x, Tensor::from_vector<double>({0.5, -1.25, 2}), y, {}, {.delta = 1e-2, .tolerance = 1e-5});
   auto through_int = cast(s, cast(s, x, DType::kInt32), DType::kFloat64);
   EXPECT_FALSE(gradients(s, {through_int}, {x})[0]);  // no path for a gradient
   auto both = add(s, through_int, x);
@@ -246,13 +221,13 @@ TEST(ArrayGrad, SliceForwardsWholeInputAndTakesRunTimeArguments) {
                {whole, part});
   EXPECT_TRUE(out[0].shares_buffer_with(xv));
   expect_tensor_near<float>(out[1], Shape{1, 2}, {5, 6});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sess.run(part, {{x, xv},
                               {begin, Tensor::from_vector<int32_t>({1, 2})},
                               {size, Tensor::from_vector<int32_t>({1, 2})}});
             }),
             "[Slice] part: Expected size[1] in [0, 1], but got 2");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sess.run(part, {{x, xv},
                               {begin, Tensor::from_vector<int32_t>({3, 0})},
                               {size, Tensor::from_vector<int32_t>({1, 2})}});
@@ -264,18 +239,18 @@ TEST(ArrayGrad, SliceShapeRuleErrors) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2, 3});
-  EXPECT_EQ(error_of([&] { slice(s.with_op_name("s1"), x, {0}, {1}); }),
+  EXPECT_EQ(testing::error_text([&] { slice(s.with_op_name("s1"), x, {0}, {1}); }),
             "[Slice] s1: Expected begin and size arguments to be 1-D tensors of size 2, but got shapes [1] and [1] "
             "instead.");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               slice(s.with_op_name("s2"), x, {0, 4}, {1, -1});
             }),
             "[Slice] s2: Expected begin[1] in [0, 3], but got 4");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               slice(s.with_op_name("s3"), x, {1, 1}, {2, 1});
             }),
             "[Slice] s3: Expected size[0] in [0, 1], but got 2");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               slice(s.with_op_name("s4"), x, {0, 0}, {-2, 1});
             }),
             "[Slice] s4: Expected size[0] to be -1 or non-negative, but got -2");
@@ -317,13 +292,13 @@ TEST(ArrayGrad, ConcatOffsetValuesAndErrors) {
   auto bad = concat_offset(
       s.with_op_name("bad"), axis,
       {constant(s, Tensor::from_vector<int32_t>({2, 3})), constant(s, Tensor::from_vector<int32_t>({4, 3}))});
-  EXPECT_EQ(error_of([&] { eval(bad[1]); }),
+  EXPECT_EQ(testing::error_text([&] { eval(bad[1]); }),
             "[ConcatOffset] bad: All dimensions except 1 must match. Input 1 has shape [4,3] and doesn't match input 0 "
             "with shape [2,3].");
   auto out_of_range =
       concat_offset(s.with_op_name("oor"), constant(s, 2), {constant(s, Tensor::from_vector<int32_t>({2, 3}))});
-  EXPECT_EQ(error_of([&] { eval(out_of_range[0]); }), "[ConcatOffset] oor: Concat dim is out of range: 2 vs. 2");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] { eval(out_of_range[0]); }), "[ConcatOffset] oor: Concat dim is out of range: 2 vs. 2");
+  EXPECT_EQ(testing::error_text([&] {
               concat_offset(
                   s.with_op_name("mixed"), axis,
                   {constant(s, Tensor::from_vector<int32_t>({2})), constant(s, Tensor::from_vector<int64_t>({2}))});
@@ -339,7 +314,7 @@ TEST(ArrayGrad, ReshapeToShapeOfTakesItsStaticShape) {
   EXPECT_EQ(reshape(s, x, shape(s, y)).shape(), (Shape{-1, 2, 3}));
   auto z = placeholder(s.with_op_name("z"), DType::kFloat32, Shape{4, 5});
   auto w = constant(s, Tensor(DType::kFloat32, Shape{2, 6}));
-  EXPECT_EQ(error_of([&] { reshape(s.with_op_name("r"), w, shape(s, z)); }),
+  EXPECT_EQ(testing::error_text([&] { reshape(s.with_op_name("r"), w, shape(s, z)); }),
             "[Reshape] r: Input to reshape is a tensor with 12 values, but the requested shape has 20");
 }
 

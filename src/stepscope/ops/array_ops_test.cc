@@ -4,8 +4,8 @@
 #include <limits>
 #include <numeric>
 
-#include "stepscope/base/test_util.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/error_text.h"
+#include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
 namespace {

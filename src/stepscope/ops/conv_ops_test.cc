@@ -15,7 +15,7 @@
 #include "stepscope/graph/op_def.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/internal/dnnl.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
 namespace {

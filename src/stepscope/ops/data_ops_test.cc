@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/runtime/session.h"
 
 namespace stepscope {

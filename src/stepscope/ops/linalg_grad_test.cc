@@ -5,39 +5,23 @@
 #include <string>
 #include <vector>
 
-#include "stepscope/autodiff/gradient_checker.h"
+#include "stepscope/testing/gradient_checker.h"
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/linalg_ops.h"
 #include "stepscope/ops/math_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/reduction_ops.h"
 
 namespace stepscope {
 namespace {
 
+using testing::expect_gradient_matches;
+using testing::random_tensor;
+using testing::count_ops;
+
 using testing::eval;
 using testing::expect_tensor_near;
-
-Tensor random_tensor(const Shape& shape, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t(DType::kFloat64, shape);
-  for (double& v : t.flat<double>()) v = dist(rng);
-  return t;
-}
-
-void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds = {}) {
-  const GradientCheckResult r = check_gradient(x, x_value, y, feeds, 1e-4);
-  EXPECT_LE(r.max_error, 1e-6 * (1 + r.max_value))
-      << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
-}
-
-int count_ops(const Graph& g, std::string_view op) {
-  int n = 0;
-  for (int id = 0; id < g.num_nodes(); ++id) n += g.node(id)->op_type() == op;
-  return n;
-}
 
 TEST(LinalgGrad, MatMulAllTransposeCombinations) {
   // op(a) is [3,4], op(b) is [4,2].

@@ -7,24 +7,15 @@
 #include <tuple>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/registry.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
 
 using testing::eval;
 using testing::expect_tensor_near;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  return "<no InvalidArgumentError>";
-}
 
 // Deterministic values in [-1, 1) that are not all alike (so a wrong index shows).
 template <typename T>
@@ -166,7 +157,7 @@ TEST(MatMul, UnknownDimsPropagate) {
   auto p = placeholder(root, DType::kFloat32, Shape{2, -1});
   auto y = matmul(root, p, w);
   EXPECT_EQ(y.shape(), (Shape{2, 10}));
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               eval(y, {{p, Tensor(DType::kFloat32, Shape{2, 5})}, {w, Tensor(DType::kFloat32, Shape{784, 10})}});
             }),
             "[MatMul] MatMul_3: inner dimensions differ: [2,5] x [784,10]");
@@ -178,20 +169,20 @@ TEST(MatMul, ShapeErrorsNameTheShapesAndTransposes) {
   // (A failed add still uses up its node name, as in TensorFlow: MatMul, MatMul_1, ...)
   auto x = placeholder(root, DType::kFloat32, Shape{64, 784});
   auto w = placeholder(root, DType::kFloat32, Shape{100, 10});
-  EXPECT_EQ(error_of([&] { matmul(root.with_name_scope("layer1"), x, w); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root.with_name_scope("layer1"), x, w); }),
             "[MatMul] layer1/MatMul: inner dimensions differ: [64,784] x [100,10]");
-  EXPECT_EQ(error_of([&] { matmul(root, x, w, true); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, x, w, true); }),
             "[MatMul] MatMul: inner dimensions differ: [64,784] x [100,10] (transpose_a=true)");
-  EXPECT_EQ(error_of([&] { matmul(root, x, w, false, true); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, x, w, false, true); }),
             "[MatMul] MatMul_1: inner dimensions differ: [64,784] x [100,10] (transpose_b=true)");
-  EXPECT_EQ(error_of([&] { matmul(root, x, w, true, true); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, x, w, true, true); }),
             "[MatMul] MatMul_2: inner dimensions differ: [64,784] x [100,10] (transpose_a=true, transpose_b=true)");
   auto v = placeholder(root, DType::kFloat32, Shape{3});
-  EXPECT_EQ(error_of([&] { matmul(root, v, w); }), "[MatMul] MatMul_3: input 0 must have rank 2, got shape [3]");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, v, w); }), "[MatMul] MatMul_3: input 0 must have rank 2, got shape [3]");
   auto d = placeholder(root, DType::kFloat64, Shape{784, 10});
-  EXPECT_EQ(error_of([&] { matmul(root, x, d); }), "[MatMul] MatMul_4: input 1 must be float32, got float64");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, x, d); }), "[MatMul] MatMul_4: input 1 must be float32, got float64");
   auto i = placeholder(root, DType::kInt32, Shape{2, 2});
-  EXPECT_EQ(error_of([&] { matmul(root, i, i); }), "[MatMul] MatMul_5: input 0 must be float32 or float64, got int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { matmul(root, i, i); }), "[MatMul] MatMul_5: input 0 must be float32 or float64, got int32");
 }
 
 TEST(MatMul, FlopsAre2MNK) {

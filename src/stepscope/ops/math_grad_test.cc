@@ -11,54 +11,25 @@
 #include <string>
 #include <vector>
 
-#include "stepscope/autodiff/gradient_checker.h"
+#include "stepscope/testing/gradient_checker.h"
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/math_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
+
+using testing::expect_gradient_matches;
+using testing::random_tensor;
+using testing::count_ops;
 
 using testing::eval;
 using testing::expect_tensor_near;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Values in [lo, hi) from a fixed seed (same on every run).
-Tensor random_tensor(const Shape& shape, double lo = -2, double hi = 2, unsigned seed = 7) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Tensor t(DType::kFloat64, shape);
-  for (double& v : t.flat<double>()) v = dist(rng);
-  return t;
-}
-
-// Expects the symbolic gradient of y with respect to x to match central differences. With
-// float64 and a step of 1e-4 the truncation error is ~1e-9 * |f'''|, rounding ~1e-12.
-void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds = {},
-                             double tolerance = 1e-6) {
-  const GradientCheckResult r = check_gradient(x, x_value, y, feeds, 1e-4);
-  EXPECT_LE(r.max_error, tolerance * (1 + r.max_value))
-      << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-// Number of nodes of op type `op` in g.
-int count_ops(const Graph& g, std::string_view op) {
-  int n = 0;
-  for (int id = 0; id < g.num_nodes(); ++id) n += g.node(id)->op_type() == op;
-  return n;
-}
 
 using BinaryBuilder = Output (*)(const Scope&, Output, Output, CallSite);
 
@@ -96,7 +67,7 @@ TEST(MathGrad, BinaryOpsMatchNumericGradientsWithBroadcasting) {
       auto x = placeholder(s.with_op_name("x"), DType::kFloat64, p.x);
       auto y = placeholder(s.with_op_name("y"), DType::kFloat64, p.y);
       auto z = op.build(s, x, y, CallSite::current());
-      const Tensor xv = random_tensor(p.x, op.x_lo, op.x_hi, 1), yv = random_tensor(p.y, op.y_lo, op.y_hi, 2);
+      const Tensor xv = random_tensor(p.x, 1, op.x_lo, op.x_hi), yv = random_tensor(p.y, 2, op.y_lo, op.y_hi);
       expect_gradient_matches(x, xv, z, {{y, yv}});
       expect_gradient_matches(y, yv, z, {{x, xv}});
     }
@@ -119,7 +90,7 @@ TEST(MathGrad, BinaryOpsWithUnknownDimsSumToRunTimeShapes) {
       auto x = placeholder(s.with_op_name("x"), DType::kFloat64, unknown(p.x));
       auto y = placeholder(s.with_op_name("y"), DType::kFloat64, unknown(p.y));
       auto z = op.build(s, x, y, CallSite::current());
-      const Tensor xv = random_tensor(p.x, op.x_lo, op.x_hi, 3), yv = random_tensor(p.y, op.y_lo, op.y_hi, 4);
+      const Tensor xv = random_tensor(p.x, 3, op.x_lo, op.x_hi), yv = random_tensor(p.y, 4, op.y_lo, op.y_hi);
       expect_gradient_matches(x, xv, z, {{y, yv}});
       expect_gradient_matches(y, yv, z, {{x, xv}});
     }
@@ -135,8 +106,8 @@ TEST(MathGrad, UnknownBatchDimWithBiasVector) {
   auto z = mul(s, add(s, x, b), c);
   for (int64_t batch : {1, 4}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    const Tensor xv = random_tensor(Shape{batch, 3}, -2, 2, 5), bv = random_tensor(Shape{3}, -2, 2, 6),
-                 cv = random_tensor(Shape{batch, 1}, -2, 2, 8);
+    const Tensor xv = random_tensor(Shape{batch, 3}, 5, -2, 2), bv = random_tensor(Shape{3}, 6, -2, 2),
+                 cv = random_tensor(Shape{batch, 1}, 8, -2, 2);
     expect_gradient_matches(x, xv, z, {{b, bv}, {c, cv}});
     expect_gradient_matches(b, bv, z, {{x, xv}, {c, cv}});
     expect_gradient_matches(c, cv, z, {{x, xv}, {b, bv}});
@@ -190,7 +161,7 @@ TEST(MathGrad, SameInputTwiceAddsBothContributions) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat64, Shape{2, 2});
-  const Tensor xv = random_tensor(Shape{2, 2}, 0.5, 2, 9);
+  const Tensor xv = random_tensor(Shape{2, 2}, 9, 0.5, 2);
   expect_gradient_matches(x, xv, mul(s, x, x));
   expect_gradient_matches(x, xv, div(s, x, x));
   expect_gradient_matches(x, xv, sub(s, x, x));
@@ -245,7 +216,7 @@ TEST(MathGrad, UnaryOpsMatchNumericGradients) {
       Scope s(g);
       auto x = placeholder(s.with_op_name("x"), DType::kFloat64, shape);
       auto y = c.build(s, x, CallSite::current());
-      expect_gradient_matches(x, random_tensor(shape, c.lo, c.hi, 11), y);
+      expect_gradient_matches(x, random_tensor(shape, 11, c.lo, c.hi), y);
     }
   }
 }
@@ -271,7 +242,7 @@ TEST(MathGrad, ChainOfOpsWithUnknownBatch) {
   // log(1 + exp(x * w)) - sqrt(x^2 + 1) / sigmoid(tanh(x) - w)
   auto t = log(s, add(s, exp(s, mul(s, x, w)), 1.0));
   auto y = sub(s, t, div(s, sqrt(s, add(s, square(s, x), 1.0)), sigmoid(s, sub(s, tanh(s, x), w))));
-  const Tensor xv = random_tensor(Shape{4, 3}, -1, 1, 12), wv = random_tensor(Shape{3}, -1, 1, 13);
+  const Tensor xv = random_tensor(Shape{4, 3}, 12, -1, 1), wv = random_tensor(Shape{3}, 13, -1, 1);
   expect_gradient_matches(x, xv, y, {{w, wv}});
   expect_gradient_matches(w, wv, y, {{x, xv}});
 }
@@ -282,10 +253,10 @@ TEST(MathGrad, CheckNumericsPassesTheGradientAndChecksIt) {
   auto x = placeholder(s.with_op_name("x"), DType::kFloat64, Shape{3});
   auto y = sqrt(s, check_numerics(s.with_op_name("cn"), x, "in x"));
   auto dx = gradients(s, {y}, {x})[0];
-  expect_gradient_matches(x, random_tensor(Shape{3}, 0.5, 2, 14), y);
+  expect_gradient_matches(x, random_tensor(Shape{3}, 14, 0.5, 2), y);
   Session sess(g);
   // sqrt'(0) = inf: the forward values are fine, the gradient is not.
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sess.run(dx, {{x, Tensor::from_vector<double>({1, 0, 4})}});
             }),
             "[CheckNumerics] gradients/cn_grad/CheckNumerics: Not a number (NaN) or infinity (Inf) values detected "
@@ -297,9 +268,9 @@ TEST(MathGrad, EqualAndIsFiniteHaveNoGradient) {
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
   auto e = equal(s.with_op_name("eq"), x, x);
-  EXPECT_EQ(error_of([&] { gradients(s, {e}, {x}); }), "No gradient defined for operation 'eq' (op type: Equal)");
+  EXPECT_EQ(testing::error_text([&] { gradients(s, {e}, {x}); }), "No gradient defined for operation 'eq' (op type: Equal)");
   auto f = is_finite(s.with_op_name("fin"), x);
-  EXPECT_EQ(error_of([&] { gradients(s, {f}, {x}); }), "No gradient defined for operation 'fin' (op type: IsFinite)");
+  EXPECT_EQ(testing::error_text([&] { gradients(s, {f}, {x}); }), "No gradient defined for operation 'fin' (op type: IsFinite)");
   // Off the path they are no obstacle.
   auto y = add(s, x, x);
   EXPECT_TRUE(gradients(s, {y}, {x})[0]);
@@ -377,24 +348,24 @@ TEST(MathGrad, SumToShapeErrors) {
   Graph g;
   Scope s(g);
   auto x = constant(s, Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, Shape{2, 3}));
-  EXPECT_EQ(error_of([&] { sum_to_shape(s.with_op_name("st"), x, int64_shape(s, {4})); }),
+  EXPECT_EQ(testing::error_text([&] { sum_to_shape(s.with_op_name("st"), x, int64_shape(s, {4})); }),
             "[SumToShape] st: Unable to sum tensor of shape [2,3] to shape [4]");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sum_to_shape(s.with_op_name("st1"), x, int64_shape(s, {1, 2, 3}));
             }),
             "[SumToShape] st1: Unable to sum tensor of shape [2,3] to shape [1,2,3]");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sum_to_shape(s.with_op_name("st2"), x, int64_shape(s, {-1, 3}));
             }),
             "[SumToShape] st2: shape has a negative dim: -1");
-  EXPECT_EQ(error_of([&] { sum_to_shape(s.with_op_name("st3"), x, constant(s, 1.5f)); }),
+  EXPECT_EQ(testing::error_text([&] { sum_to_shape(s.with_op_name("st3"), x, constant(s, 1.5f)); }),
             "[SumToShape] st3: shape must be int32 or int64, got float32");
   // Caught at run time when the shape is only known then.
   auto dims = placeholder(s.with_op_name("dims"), DType::kInt64, Shape{-1});
   auto r = sum_to_shape(s.with_op_name("rt"), x, dims);
   EXPECT_EQ(r.shape(), Shape::unknown_rank());
   Session sess(g);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sess.run(r, {{dims, Tensor::from_vector<int64_t>({2, 2})}});
             }),
             "[SumToShape] rt: Unable to sum tensor of shape [2,3] to shape [2,2]");
@@ -469,7 +440,7 @@ TEST(MathGrad, BroadcastToValues) {
   expect_tensor_near<double>(out[3], Shape{2, 2, 3, 2},
                              {1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4});
   EXPECT_EQ(out[4].shape(), (Shape{0, 3}));
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               broadcast_to(s.with_op_name("bt"), row, int64_shape(s, {3, 2}));
             }),
             "[BroadcastTo] bt: Unable to broadcast tensor of shape [3] to tensor of shape [3,2]");
@@ -488,7 +459,7 @@ TEST(MathGrad, BroadcastToTakesStaticShapesFromShapeOf) {
   Session sess(g);
   auto out = sess.run(b, {{x, Tensor(DType::kFloat32, Shape{2, 3})}, {v, Tensor::from_vector<float>({1, 2, 3})}});
   expect_tensor_near<float>(out, Shape{2, 3}, {1, 2, 3, 1, 2, 3});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text([&] {
               sess.run(b, {{x, Tensor(DType::kFloat32, Shape{2, 3})}, {v, Tensor::from_vector<float>({1, 2})}});
             }),
             "[BroadcastTo] BroadcastTo: Unable to broadcast tensor of shape [2] to tensor of shape [2,3]");
@@ -497,8 +468,8 @@ TEST(MathGrad, BroadcastToTakesStaticShapesFromShapeOf) {
 TEST(MathGrad, BroadcastToLargeMatchesAcrossThreadCounts) {
   Graph g;
   Scope s(g);
-  auto v = constant(s, random_tensor(Shape{1, 1000}, -1, 1, 21));
-  auto col = constant(s, random_tensor(Shape{300, 1}, -1, 1, 22));
+  auto v = constant(s, random_tensor(Shape{1, 1000}, 21, -1, 1));
+  auto col = constant(s, random_tensor(Shape{300, 1}, 22, -1, 1));
   auto a = broadcast_to(s, v, int64_shape(s, {300, 1000}));
   auto b = mean_grad(s, col, int64_shape(s, {2, 300, 1000}));
   std::vector<Tensor> first;
@@ -550,7 +521,7 @@ TEST(MathGrad, FusedUnaryBackwardOpValues) {
   auto yf = constant(s, Tensor::from_vector<float>({0, 1}, Shape{2}));
   auto dyf = constant(s, Tensor::from_vector<float>({static_cast<float>(kInf), 3}, Shape{2}));
   testing::expect_tensor_near<float>(eval(sigmoid_grad(s, yf, dyf)), Shape{2}, {static_cast<float>(kNaN), 0});
-  EXPECT_EQ(error_of([&] { tanh_grad(s.with_op_name("tg"), constant(s, 1), constant(s, 1)); }),
+  EXPECT_EQ(testing::error_text([&] { tanh_grad(s.with_op_name("tg"), constant(s, 1), constant(s, 1)); }),
             "[TanhGrad] tg: input 0 must be float32 or float64, got int32");
 }
 
@@ -569,18 +540,18 @@ TEST(MathGrad, SelectGradValuesWithBroadcasting) {
   expect_tensor_near<float>(out[3], Shape{2, 3}, {0, 0, 3, 0, 0, 6});
   expect_tensor_near<float>(out[4], Shape{2, 3}, {1, 0, 3, 0, 0, 6});  // [3;1] >= [2,5,1]
   expect_tensor_near<float>(out[5], Shape{2, 3}, {0, 2, 0, 4, 5, 0});  // to y where [2,5,1] > [3;1]
-  EXPECT_EQ(error_of([&] { maximum_grad(s.with_op_name("mg"), y, x, y, 0); }),
+  EXPECT_EQ(testing::error_text([&] { maximum_grad(s.with_op_name("mg"), y, x, y, 0); }),
             "[MaximumGrad] mg: grad has shape [3], the broadcast of x and y is [2,3]");
-  EXPECT_EQ(error_of([&] { maximum_grad(s.with_op_name("mg2"), gr, x, y, 2); }),
+  EXPECT_EQ(testing::error_text([&] { maximum_grad(s.with_op_name("mg2"), gr, x, y, 2); }),
             "[MaximumGrad] mg2: attr input must be 0 (x) or 1 (y), got 2");
 }
 
 TEST(MathGrad, SelectGradLargeMatchesSmallPath) {
   Graph g;
   Scope s(g);
-  auto x = constant(s, random_tensor(Shape{50, 40, 30}, -1, 1, 31));
-  auto y = constant(s, random_tensor(Shape{40, 1}, -1, 1, 32));
-  auto gr = constant(s, random_tensor(Shape{50, 40, 30}, -1, 1, 33));
+  auto x = constant(s, random_tensor(Shape{50, 40, 30}, 31, -1, 1));
+  auto y = constant(s, random_tensor(Shape{40, 1}, 32, -1, 1));
+  auto gr = constant(s, random_tensor(Shape{50, 40, 30}, 33, -1, 1));
   auto gx = minimum_grad(s, gr, x, y, 0), gy = minimum_grad(s, gr, x, y, 1);
   Session sess(g, {.inter_op_threads = 4, .intra_op_threads = 4});
   auto out = sess.run({}, {gx, gy});
@@ -604,8 +575,8 @@ TEST(MathGrad, BroadcastToAndSumToShapeGradients) {
   auto m = placeholder(s.with_op_name("m"), DType::kFloat64, Shape{2, 3});
   auto b = mul(s, broadcast_to(s, v, int64_shape(s, {2, 3})), m);
   auto t = mul(s, sum_to_shape(s, m, int64_shape(s, {3})), 3.0);
-  expect_gradient_matches(v, random_tensor(Shape{2, 1}, -1, 1, 41), b, {{m, random_tensor(Shape{2, 3}, -1, 1, 42)}});
-  expect_gradient_matches(m, random_tensor(Shape{2, 3}, -1, 1, 43), t);
+  expect_gradient_matches(v, random_tensor(Shape{2, 1}, 41, -1, 1), b, {{m, random_tensor(Shape{2, 3}, 42, -1, 1)}});
+  expect_gradient_matches(m, random_tensor(Shape{2, 3}, 43, -1, 1), t);
 }
 
 }  // namespace

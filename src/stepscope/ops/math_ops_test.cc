@@ -12,8 +12,9 @@
 
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/internal/cwise.h"
-#include "stepscope/ops/op_test_util.h"
 #include "stepscope/ops/registry.h"
+#include "stepscope/testing/error_text.h"
+#include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
 namespace {
@@ -42,16 +43,6 @@ void expect_tensor_near(const Tensor& t, const Shape& shape, const std::vector<T
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// The message of the InvalidArgumentError `fn` throws ("<no error>" if none).
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 template <typename T>
 Output vec(const Scope& s, std::vector<T> values, Shape shape) {
@@ -164,7 +155,7 @@ TEST(MathOps, IntegerDivisionByZeroFailsAndSessionStaysUsable) {
   auto q = div(s.with_op_name("q"), x, y);
   Session sess(g, {.inter_op_threads = 2});
   auto xs = Tensor::from_vector<int32_t>({1, 2, 3});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               sess.run(q, {{x, xs}, {y, Tensor::from_vector<int32_t>({1, 0, 1})}});
             }),
             "[Div] q: Integer division by zero");
@@ -360,11 +351,11 @@ TEST(MathOps, IncompatibleShapesNameOpNodeAndShapes) {
   Scope s(g);
   auto a = vec<float>(s, {1, 2, 3, 4, 5, 6}, Shape{2, 3});
   auto b = vec<float>(s, {1, 2, 3, 4}, Shape{4});
-  EXPECT_EQ(error_of([&] { add(s, a, b); }), "[Add] Add: incompatible shapes for broadcasting: [2,3] and [4]");
-  EXPECT_EQ(error_of([&] { equal(s.with_op_name("eq"), b, a); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { add(s, a, b); }), "[Add] Add: incompatible shapes for broadcasting: [2,3] and [4]");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { equal(s.with_op_name("eq"), b, a); }),
             "[Equal] eq: incompatible shapes for broadcasting: [4] and [2,3]");
   auto p = placeholder(s, DType::kFloat32, Shape{2, -1});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               mul(s, p, placeholder(s, DType::kFloat32, Shape{4, 1}));
             }),
             "[Mul] Mul: incompatible shapes for broadcasting: [2,?] and [4,1]");
@@ -377,14 +368,14 @@ TEST(MathOps, DtypeErrors) {
   auto d = vec<double>(s, {1}, Shape{1});
   auto i = vec<int32_t>(s, {1}, Shape{1});
   auto b = vec<bool>(s, {true}, Shape{1});
-  EXPECT_EQ(error_of([&] { add(s, f, d); }), "[Add] Add: inputs must have the same dtype, got float32 and float64");
-  EXPECT_EQ(error_of([&] { add(s.with_op_name("bools"), b, b); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { add(s, f, d); }), "[Add] Add: inputs must have the same dtype, got float32 and float64");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { add(s.with_op_name("bools"), b, b); }),
             "[Add] bools: input 0 must be float32, float64, int32 or int64, got bool");
-  EXPECT_EQ(error_of([&] { sqrt(s, i); }), "[Sqrt] Sqrt: input 0 must be float32 or float64, got int32");
-  EXPECT_EQ(error_of([&] { is_finite(s, i); }), "[IsFinite] IsFinite: input 0 must be float32 or float64, got int32");
-  EXPECT_EQ(error_of([&] { check_numerics(s, i, "m"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { sqrt(s, i); }), "[Sqrt] Sqrt: input 0 must be float32 or float64, got int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { is_finite(s, i); }), "[IsFinite] IsFinite: input 0 must be float32 or float64, got int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { check_numerics(s, i, "m"); }),
             "[CheckNumerics] CheckNumerics: input 0 must be float32 or float64, got int32");
-  EXPECT_EQ(error_of([&] { neg(s, b); }), "[Neg] Neg: input 0 must be float32, float64, int32 or int64, got bool");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { neg(s, b); }), "[Neg] Neg: input 0 must be float32, float64, int32 or int64, got bool");
   EXPECT_EQ(equal(s, b, b).dtype(), DType::kBool);
   EXPECT_EQ(neg(s, i).dtype(), DType::kInt32);
   EXPECT_EQ(square(s, i).dtype(), DType::kInt32);
@@ -415,7 +406,7 @@ TEST(MathOps, RunTimeShapeMismatchIsCheckedByTheKernel) {
   auto y = placeholder(s.with_op_name("y"), DType::kFloat32, Shape{-1});
   auto z = add(s.with_op_name("z"), x, y);
   Session sess(g, {.inter_op_threads = 2});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               sess.run(z, {{x, Tensor::from_vector<float>({1, 2})}, {y, Tensor::from_vector<float>({1, 2, 3})}});
             }),
             "[Add] z: incompatible shapes for broadcasting: [2] and [3]");
@@ -522,12 +513,12 @@ TEST(MathOps, CheckNumericsFailsWithTensorFlowsMessageAndSessionStaysUsable) {
   auto y = mul(s, checked, 2.0);
   Session sess(g, {.inter_op_threads = 2});
   auto run = [&](std::vector<float> v) { return sess.run(y, {{x, Tensor::from_vector<float>(v)}}); };
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               run({1, kNaN, 3});
             }),
             "[CheckNumerics] layer/check: found bad loss : Tensor had NaN values");
-  EXPECT_EQ(error_of([&] { run({1, -kInf}); }), "[CheckNumerics] layer/check: found bad loss : Tensor had Inf values");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { run({1, -kInf}); }), "[CheckNumerics] layer/check: found bad loss : Tensor had Inf values");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               run({kInf, kNaN});
             }),
             "[CheckNumerics] layer/check: found bad loss : Tensor had Inf and NaN values");
@@ -539,7 +530,7 @@ TEST(MathOps, CheckNumericsFloat64) {
   Graph g;
   Scope s(g);
   auto x = vec<double>(s, {1, std::numeric_limits<double>::infinity()}, Shape{2});
-  EXPECT_EQ(error_of([&] { eval(check_numerics(s.with_op_name("c"), x, "m")); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { eval(check_numerics(s.with_op_name("c"), x, "m")); }),
             "[CheckNumerics] c: m : Tensor had Inf values");
 }
 
@@ -569,9 +560,9 @@ TEST(MathOps, ScalarOverloadsMakeConstOfTheInputsDtype) {
   expect_tensor_near<float>(out[7], Shape{2}, {1, 1.5f});
   expect_tensor_near<int32_t>(out[8], Shape{2}, {3, -3});
   expect_tensor_near<int64_t>(out[9], Shape{2}, {-15, -18});
-  EXPECT_EQ(error_of([&] { mul(s, i, 0.5); }), "[Mul] cannot convert 0.5 to a scalar of dtype int32");
-  EXPECT_EQ(error_of([&] { add(s, i, 3e9); }), "[Add] cannot convert 3e+09 to a scalar of dtype int32");
-  EXPECT_EQ(error_of([&] { add(s, vec<bool>(s, {true}, Shape{1}), 1); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { mul(s, i, 0.5); }), "[Mul] cannot convert 0.5 to a scalar of dtype int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { add(s, i, 3e9); }), "[Add] cannot convert 3e+09 to a scalar of dtype int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { add(s, vec<bool>(s, {true}, Shape{1}), 1); }),
             "[Add] cannot convert 1 to a scalar of dtype bool");
 }
 
@@ -656,7 +647,7 @@ TEST(MathOps, LargeTensorsSplitOverFourThreadsMatchOneThread) {
   expect_tensor_near<float>(four[0], Shape{37, 129, 131}, reference<float, float>(ta, tb, Shape{37, 129, 131}, add_f));
   EXPECT_FALSE(four[5].flat<bool>()[(1 << 20) - 1]);
   EXPECT_TRUE(four[5].flat<bool>()[(1 << 20) - 2]);
-  EXPECT_EQ(error_of([&] { eval({check_numerics(s.with_op_name("cn"), bad, "big")}, {}, 4); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { eval({check_numerics(s.with_op_name("cn"), bad, "big")}, {}, 4); }),
             "[CheckNumerics] cn: big : Tensor had NaN values");
 }
 

@@ -16,7 +16,7 @@
 #include "stepscope/graph/node.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

@@ -8,22 +8,26 @@
 #include <string>
 #include <vector>
 
-#include "stepscope/autodiff/gradient_checker.h"
+#include "stepscope/testing/gradient_checker.h"
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/math_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/reduction_ops.h"
 #include "stepscope/ops/registry.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
+
+using testing::expect_gradient_matches;
+using testing::count_ops;
 
 using testing::eval;
 using testing::expect_tensor_near;
 
 // Distinct values (a shuffled ramp plus noise) so that Max has no near-ties within the step.
-Tensor random_tensor(const Shape& shape, unsigned seed) {
+Tensor shuffled_tensor(const Shape& shape, unsigned seed) {
   std::mt19937 rng(seed);
   Tensor t(DType::kFloat64, shape);
   auto v = t.flat<double>();
@@ -32,27 +36,6 @@ Tensor random_tensor(const Shape& shape, unsigned seed) {
   std::uniform_real_distribution<double> noise(0, 0.1);
   for (double& x : v) x = x - 1 + noise(rng);
   return t;
-}
-
-void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds = {}) {
-  const GradientCheckResult r = check_gradient(x, x_value, y, feeds, 1e-4);
-  EXPECT_LE(r.max_error, 1e-6 * (1 + r.max_value))
-      << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-int count_ops(const Graph& g, std::string_view op) {
-  int n = 0;
-  for (int id = 0; id < g.num_nodes(); ++id) n += g.node(id)->op_type() == op;
-  return n;
 }
 
 using Reduction = Output (*)(const Scope&, Output, std::vector<int64_t>, bool, CallSite);
@@ -96,7 +79,7 @@ TEST(ReductionGrad, MatchNumericGradients) {
         Scope s(g);
         auto x = placeholder(s.with_op_name("x"), DType::kFloat64, c.shape);
         auto y = op.build(s, x, c.axes, keep_dims, CallSite::current());
-        expect_gradient_matches(x, random_tensor(c.shape, 1), y);
+        expect_gradient_matches(x, shuffled_tensor(c.shape, 1), y);
       }
 }
 
@@ -113,10 +96,10 @@ TEST(ReductionGrad, UnknownDimsAndRank) {
         Scope s(g);
         auto x = placeholder(s.with_op_name("x"), DType::kFloat64, unknown);
         auto y = op.build(s, x, c.axes, keep_dims, CallSite::current());
-        expect_gradient_matches(x, random_tensor(c.shape, 2), y);
+        expect_gradient_matches(x, shuffled_tensor(c.shape, 2), y);
         if (!c.axes.empty()) continue;
         auto z = placeholder(s.with_op_name("z"), DType::kFloat64);  // unknown rank: reduce_all
-        expect_gradient_matches(z, random_tensor(c.shape, 3), op.build(s, z, {}, keep_dims, CallSite::current()));
+        expect_gradient_matches(z, shuffled_tensor(c.shape, 3), op.build(s, z, {}, keep_dims, CallSite::current()));
       }
 }
 
@@ -128,7 +111,7 @@ TEST(ReductionGrad, UnknownBatchDim) {
   // A loss: the mean over the batch of a per-row sum, plus the max of each column.
   auto y = add(s, reduce_mean(s, reduce_sum(s, mul(s, x, w), {1})), reduce_sum(s, reduce_max(s, x, {0})));
   for (int64_t batch : {1, 4}) {
-    const Tensor xv = random_tensor(Shape{batch, 3}, 4), wv = random_tensor(Shape{3}, 5);
+    const Tensor xv = shuffled_tensor(Shape{batch, 3}, 4), wv = shuffled_tensor(Shape{3}, 5);
     expect_gradient_matches(x, xv, y, {{w, wv}});
     expect_gradient_matches(w, wv, y, {{x, xv}});
   }
@@ -205,9 +188,9 @@ TEST(ReductionGrad, SeveralUnknownKeptDims) {
   auto y = reduce_sum(s, square(s, x), {1});
   auto dx = gradients(s, {y}, {x})[0];
   EXPECT_EQ(dx.shape(), (Shape{-1, -1, 3}));
-  expect_gradient_matches(x, random_tensor(Shape{2, 4, 3}, 6), y);
+  expect_gradient_matches(x, shuffled_tensor(Shape{2, 4, 3}, 6), y);
   auto m = reduce_max(s, x, {2});
-  expect_gradient_matches(x, random_tensor(Shape{3, 2, 3}, 7), m);
+  expect_gradient_matches(x, shuffled_tensor(Shape{3, 2, 3}, 7), m);
 }
 
 TEST(ReductionGrad, UnsupportedCasesSayWhy) {
@@ -215,11 +198,11 @@ TEST(ReductionGrad, UnsupportedCasesSayWhy) {
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32);  // unknown rank, explicit axes
   auto y = reduce_sum(s.with_op_name("rows"), x, {1});
-  EXPECT_EQ(error_of([&] { gradients(s, {y}, {x}); }), "[Sum] rows: the gradient needs an input of known rank");
+  EXPECT_EQ(testing::error_text([&] { gradients(s, {y}, {x}); }), "[Sum] rows: the gradient needs an input of known rank");
   auto m = placeholder(s.with_op_name("m"), DType::kFloat32, Shape{2, 3});
   auto axes = placeholder(s.with_op_name("axes"), DType::kInt32, Shape{1});
   Node* sum = s.with_op_name("dyn").add_node(op_def("Sum"), {m, axes}, {}, CallSite::current());
-  EXPECT_EQ(error_of([&] { gradients(s, {sum->output(0)}, {m}); }),
+  EXPECT_EQ(testing::error_text([&] { gradients(s, {sum->output(0)}, {m}); }),
             "[Sum] dyn: the gradient needs constant reduction_indices");
 }
 

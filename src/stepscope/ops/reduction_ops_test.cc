@@ -7,8 +7,9 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/registry.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
@@ -17,16 +18,6 @@ using testing::eval;
 using testing::expect_tensor_near;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  return "<no InvalidArgumentError>";
-}
 
 // 0, 1, 2, ... in the given shape.
 template <typename T>
@@ -205,7 +196,7 @@ TEST(Reduction, AxesFromANonConstantInput) {
   EXPECT_FALSE(drop.shape().known_rank());
   expect_tensor_near<float>(eval(keep, {{axes, Tensor::from_vector<int64_t>({1})}}), Shape{2, 1}, {6, 15});
   expect_tensor_near<float>(eval(drop, {{axes, Tensor::from_vector<int64_t>({})}}), Shape{2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               eval(drop, {{axes, Tensor::from_vector<int64_t>({-3})}});
             }),
             "[Sum] Sum_1: Invalid reduction dimension -3 for input with 2 dimensions");
@@ -215,20 +206,20 @@ TEST(Reduction, Errors) {
   Graph g;
   Scope root(g);
   auto x = m23(root);
-  EXPECT_EQ(error_of([&] { reduce_sum(root, x, {3}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { reduce_sum(root, x, {3}); }),
             "[Sum] Sum: Invalid reduction dimension 3 for input with 2 dimensions");
-  EXPECT_EQ(error_of([&] { reduce_mean(root.with_op_name("loss"), x, {-3}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { reduce_mean(root.with_op_name("loss"), x, {-3}); }),
             "[Mean] loss: Invalid reduction dimension -3 for input with 2 dimensions");
   auto s = constant<float>(root, 1.0f);
-  EXPECT_EQ(error_of([&] { reduce_max(root, s, {0}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { reduce_max(root, s, {0}); }),
             "[Max] Max: Invalid reduction dimension 0 for input with 0 dimensions");
   auto b = placeholder(root, DType::kBool, Shape{2});
-  EXPECT_EQ(error_of([&] { reduce_sum(root, b); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { reduce_sum(root, b); }),
             "[Sum] Sum_1: input must be float32, float64, int32 or int64, got bool");
   // Checked again at run time when the rank is known only then.
   auto u = placeholder(root, DType::kFloat32);
   auto y = reduce_sum(root, u, {2});
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               eval(y, {{u, Tensor::from_vector<float>({1, 2})}});
             }),
             "[Sum] Sum_2: Invalid reduction dimension 2 for input with 1 dimensions");
@@ -375,17 +366,17 @@ TEST(ArgMax, ShapesAndErrors) {
   EXPECT_EQ(argmax(root, x, 1).shape(), (Shape{-1}));
   EXPECT_EQ(argmax(root, x, 0, DType::kInt32).shape(), (Shape{10}));
   EXPECT_FALSE(argmax(root, placeholder(root, DType::kFloat32), 0).shape().known_rank());
-  EXPECT_EQ(error_of([&] { argmax(root, x, 2); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { argmax(root, x, 2); }),
             "[ArgMax] ArgMax_3: Expected dimension in the range [-2, 2), but got 2");
-  EXPECT_EQ(error_of([&] { argmax(root, x, -3); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { argmax(root, x, -3); }),
             "[ArgMax] ArgMax_4: Expected dimension in the range [-2, 2), but got -3");
-  EXPECT_EQ(error_of([&] { argmax(root, x, 1, DType::kFloat32); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { argmax(root, x, 1, DType::kFloat32); }),
             "[ArgMax] ArgMax_5: output_type must be int32 or int64, got float32");
   auto e = placeholder(root, DType::kFloat32, Shape{2, 0});
-  EXPECT_EQ(error_of([&] { argmax(root, e, 1); }), "[ArgMax] ArgMax_6: Reduction axis 1 is empty in shape [2,0]");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { argmax(root, e, 1); }), "[ArgMax] ArgMax_6: Reduction axis 1 is empty in shape [2,0]");
   // Empty axis known only at run time.
   auto y = argmax(root, x, 0);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
               eval(y, {{x, Tensor(DType::kFloat32, Shape{0, 10})}});
             }),
             "[ArgMax] ArgMax_7: Reduction axis 0 is empty in shape [0,10]");

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
 namespace {

@@ -3,9 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/ops/all_ops.h"
-#include "stepscope/ops/op_test_util.h"
+#include "stepscope/testing/op_test_util.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

@@ -11,6 +11,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/profiler/timeline_test_util.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -220,12 +221,8 @@ TEST(RunMetadataIo, ReadsTensorFlowsOwnFiles) {
 
 class RunMetadataFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("stepscope_run_metadata_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  testing::TempDir tmp_;
+  fs::path dir_ = tmp_.path();
 };
 
 TEST_F(RunMetadataFileTest, SaveAndLoadPlainAndGzipped) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "stepscope/ops/all_ops.h"
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"

@@ -13,7 +13,7 @@
 #include <span>
 #include <thread>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/control_ops.h"

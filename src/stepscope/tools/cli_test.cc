@@ -11,8 +11,8 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
-#include "stepscope/profiler/trace_validator.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 

@@ -20,6 +20,7 @@
 #include "stepscope/ops/data_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/csv.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
@@ -92,16 +93,6 @@ std::vector<int64_t> iota(int64_t n, int64_t from = 0) {
   return v;
 }
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // ---------------------------------------------------------------------------------------------
 // CSV
 
@@ -154,40 +145,40 @@ TEST(DatasetCsv, OptionsChooseLabelDtypesHeaderAndDelimiter) {
 
 TEST(DatasetCsv, MalformedRowsNameFileLineAndColumn) {
   const std::string fields = write_file("fields.csv", "1,2,3\n4,5,6\n7,8\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(fields); }), fields + ":3: expected 3 fields, got 2");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(fields); }), fields + ":3: expected 3 fields, got 2");
   const std::string extra = write_file("extra.csv", "1,2,3\n4,5,6,7\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(extra); }), extra + ":2: expected 3 fields, got 4");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(extra); }), extra + ":2: expected 3 fields, got 4");
   const std::string word = write_file("word.csv", "h1,h2,h3,h4\n1,2,3,0\n1,2,3,0\n1,2,abc,0\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(word, {.header_lines = 1}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(word, {.header_lines = 1}); }),
             word + ":4: cannot parse 'abc' as a number in column 3");
   const std::string label = write_file("label.csv", "1,2,1.5\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(label); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(label); }),
             label + ":1: cannot parse '1.5' as an integer in column 3");
   const std::string big = write_file("big.csv", "1,2,3000000000\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(big); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(big); }),
             big + ":1: '3000000000' is out of range for int32 in column 3");
   const std::string huge = write_file("huge.csv", "1e39,0\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(huge); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(huge); }),
             huge + ":1: '1e39' is out of range for float32 in column 1");
   const std::string empty_field = write_file("emptyfield.csv", "1,,3\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(empty_field); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(empty_field); }),
             empty_field + ":1: cannot parse '' as a number in column 2");
   const std::string empty = write_file("empty.csv", "\n\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(empty); }), empty + ": no data rows");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(fields, {.label_column = 3}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(empty); }), empty + ": no data rows");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(fields, {.label_column = 3}); }),
             fields + ":1: label_column 3 is out of range for 3 columns");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(fields, {.feature_dtype = DType::kBool}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(fields, {.feature_dtype = DType::kBool}); }),
             "CsvOptions: feature_dtype must be float32, float64, int32 or int64, got bool");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(fields, {.delimiter = '-'}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(fields, {.delimiter = '-'}); }),
             "CsvOptions: the delimiter cannot be a line break or part of a number, got '-'");
   // Inside gzip data the line numbers are those of the decompressed text.
   const std::string gz = write_gzip("bad.csv.gz", "1,2,3\n4,5\n");
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { Dataset::csv(gz); }), gz + ":2: expected 3 fields, got 2");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Dataset::csv(gz); }), gz + ":2: expected 3 fields, got 2");
 }
 
 TEST(DatasetCsv, MissingFileIsNotFound) {
   const std::string path = (temp_dir() / "missing.csv").string();
-  EXPECT_EQ(error_of<NotFoundError>([&] { Dataset::csv(path); }), "cannot read '" + path + "': No such file or directory");
+  EXPECT_EQ(testing::error_text<NotFoundError>([&] { Dataset::csv(path); }), "cannot read '" + path + "': No such file or directory");
 }
 
 TEST(DatasetCsv, CorruptOrTruncatedGzipIsDataLoss) {
@@ -196,10 +187,10 @@ TEST(DatasetCsv, CorruptOrTruncatedGzipIsDataLoss) {
   std::string corrupt = bytes;
   for (size_t i = 10000; i < 10016; ++i) corrupt[i] = static_cast<char>(~corrupt[i]);
   const std::string corrupt_path = write_file("corrupt.csv.gz", corrupt);
-  const std::string e1 = error_of<DataLossError>([&] { Dataset::csv(corrupt_path); });
+  const std::string e1 = testing::error_text<DataLossError>([&] { Dataset::csv(corrupt_path); });
   EXPECT_EQ(e1.rfind(corrupt_path + ": corrupt gzip data (", 0), 0u) << e1;
   const std::string truncated_path = write_file("truncated.csv.gz", bytes.substr(0, bytes.size() / 2));
-  const std::string e2 = error_of<DataLossError>([&] { Dataset::csv(truncated_path); });
+  const std::string e2 = testing::error_text<DataLossError>([&] { Dataset::csv(truncated_path); });
   EXPECT_EQ(e2, truncated_path + ": truncated gzip data (unexpected end of file)");
 }
 
@@ -210,7 +201,7 @@ TEST(DatasetCsv, GzipInflationIsBounded) {
   for (int i = 0; i < 10000; ++i) text += "1,2,3\n";
   const std::string gz = write_gzip("bounded.csv.gz", text);
   EXPECT_EQ(Dataset::csv(gz, {.max_decompressed_bytes = text.size()}).cardinality(), 10000);
-  const std::string e = error_of<ResourceExhaustedError>([&] { Dataset::csv(gz, {.max_decompressed_bytes = 1000}); });
+  const std::string e = testing::error_text<ResourceExhaustedError>([&] { Dataset::csv(gz, {.max_decompressed_bytes = 1000}); });
   EXPECT_EQ(e.rfind(gz + ": gzip data inflates past the limit of 1000 bytes", 0), 0u) << e;
   EXPECT_EQ(CsvOptions{}.max_decompressed_bytes, uint64_t{1} << 30);
 }
@@ -223,7 +214,7 @@ TEST(DatasetCsv, ParseCsvTableFromBytes) {
   EXPECT_EQ(t[1].to_vector<int32_t>(), (std::vector<int32_t>{3, 6}));
   const std::string gz = read_bytes(write_gzip("mem.csv.gz", "1,2,3\n4,5,6\n"));
   EXPECT_EQ(parse_csv_table(gz, {}, "mem.csv.gz")[0].to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { parse_csv_table("1,2\n3\n", {}, "mem.csv"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { parse_csv_table("1,2\n3\n", {}, "mem.csv"); }),
             "mem.csv:2: expected 2 fields, got 1");
   EXPECT_THROW(parse_csv_table(gz.substr(0, gz.size() / 2), {}, "half.gz"), DataLossError);
   EXPECT_THROW(parse_csv_table(gz, {.max_decompressed_bytes = 4}, "mem.csv.gz"), ResourceExhaustedError);
@@ -256,7 +247,7 @@ TEST(DatasetIdx, FromIdxGivesFlatFloatImagesAndInt32Labels) {
   EXPECT_EQ(first[1].scalar_value<int32_t>(), 7);
   // One label per image.
   const std::string two = write_file("two-labels", idx_bytes(0x08, {2}, std::string("\x01\x02", 2)));
-  const std::string e = error_of<InvalidArgumentError>([&] { Dataset::from_idx(images, two); });
+  const std::string e = testing::error_text<InvalidArgumentError>([&] { Dataset::from_idx(images, two); });
   EXPECT_NE(e.find(two), std::string::npos) << e;
   EXPECT_NE(e.find(images), std::string::npos) << e;
 }
@@ -329,7 +320,7 @@ TEST(Dataset, FromTensorSlicesAndFromTensors) {
   EXPECT_EQ(one.output_shapes(), (std::vector<Shape>{Shape{3, 2}}));
   EXPECT_EQ(elements(one).at(0)[0].shape(), (Shape{3, 2}));
 
-  EXPECT_EQ(error_of<InvalidArgumentError>([] {
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] {
               Dataset::from_tensor_slices({Tensor::from_vector<float>({1, 2}), Tensor::from_vector<float>({1, 2, 3})});
             }),
             "from_tensor_slices: all tensors must have the same size in dimension 0, got [2] and [3]");
@@ -425,7 +416,7 @@ TEST(Dataset, BatchShapesAndDropRemainder) {
   EXPECT_EQ(batches[0][1].at<int32_t>({1}), 1);
   EXPECT_EQ(Dataset::csv(digits_path()).batch(64, true).output_shapes()[0], (Shape{64, 64}));
 
-  EXPECT_EQ(error_of<InvalidArgumentError>([] { Dataset::range(3).batch(0); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { Dataset::range(3).batch(0); }),
             "batch: batch_size must be greater than zero.");
 }
 
@@ -466,7 +457,7 @@ TEST(Dataset, BatchOfRaggedElementsFails) {
                       ElementSpec{{DType::kFloat32}, {Shape{-1}}})
                   .batch(2);
   EXPECT_EQ(d.output_shapes()[0], (Shape{-1, -1}));
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { elements(d); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { elements(d); }),
             "Cannot batch tensors with different shapes in component 0. First element had shape [0] and element 1 "
             "had shape [1].");
 }
@@ -521,7 +512,7 @@ TEST(Dataset, MapToAnotherSpec) {
   EXPECT_EQ(elements(d)[2][0].to_vector<float>(), (std::vector<float>{2, 4}));
   Dataset wrong =
       Dataset::range(3).map([](std::vector<Tensor>) { return std::vector<Tensor>{Tensor::scalar<float>(1)}; });
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { elements(wrong); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { elements(wrong); }),
             "map function returned float32[] for component 0, expected int64[] (pass the output spec to map())");
 }
 
@@ -544,13 +535,13 @@ TEST(Dataset, SplitIsDeterministicTakeAndSkip) {
   auto [a, b] = split_dataset(all, {.left_size = 1000});
   EXPECT_EQ(a.cardinality(), 1000);
   EXPECT_EQ(b.cardinality(), 797);
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { split_dataset(all, {}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { split_dataset(all, {}); }),
             "split_dataset: give exactly one of left_size and left_fraction");
-  EXPECT_EQ(error_of<InvalidArgumentError>([] { split_dataset(Dataset::range(4).shuffle(4, 1), {.left_size = 2}); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { split_dataset(Dataset::range(4).shuffle(4, 1), {.left_size = 2}); }),
             "split_dataset: range(0, 4).shuffle(4, seed=1) is reshuffled on every pass, so its parts would overlap; "
             "split before shuffle() (or shuffle with a seed and reshuffle_each_iteration = false)");
   EXPECT_EQ(
-      error_of<InvalidArgumentError>([] { split_dataset(Dataset::range(4).repeat(), {.left_fraction = 0.5}); }),
+      testing::error_text<InvalidArgumentError>([] { split_dataset(Dataset::range(4).repeat(), {.left_fraction = 0.5}); }),
       "split_dataset: left_fraction needs a dataset of known, finite size; range(0, 4).repeat() has cardinality -1");
 }
 
@@ -589,7 +580,7 @@ TEST(DatasetIterator, RepeatTwiceThenEndOfSequenceAndTheSessionStaysUsable) {
   for (int i = 0; i < 4; ++i) got.push_back(s.run(next[0]).to_vector<float>());
   EXPECT_EQ(got, (std::vector<std::vector<float>>{{1, 2}, {3}, {1, 2}, {3}}));
   for (int i = 0; i < 2; ++i)
-    EXPECT_EQ(error_of<OutOfRangeError>([&] { s.run(next[0]); }), "[IteratorGetNext] IteratorGetNext: End of sequence");
+    EXPECT_EQ(testing::error_text<OutOfRangeError>([&] { s.run(next[0]); }), "[IteratorGetNext] IteratorGetNext: End of sequence");
   EXPECT_EQ(s.run(c).scalar_value<float>(), 42.0f);
 }
 
@@ -657,7 +648,7 @@ TEST(DatasetIterator, InitializerRestartsAndSwitchesDatasets) {
   s.run(it.initializer());
   EXPECT_EQ(s.run(next[0]).scalar_value<int64_t>(), 0);
 
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { it.make_initializer(Dataset::range(3).batch(2)); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { it.make_initializer(Dataset::range(3).batch(2)); }),
             "[MakeIterator] MakeIterator_2: dataset with types (int64) and shapes ([?]) is not compatible with "
             "iterator 'IteratorGetNext' with types (int64) and shapes ([])");
 }
@@ -689,7 +680,7 @@ TEST(DatasetIterator, MapErrorsSurfaceFromSessionRunWithTheNodeName) {
                   .get_next();
   Session s(g);
   EXPECT_EQ(s.run(next[0]).scalar_value<int64_t>(), 0);
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { s.run(next[0]); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { s.run(next[0]); }),
             "[IteratorGetNext] input/IteratorGetNext: no ones here");
   EXPECT_EQ(s.run(next[0]).scalar_value<int64_t>(), 2);
 }
@@ -698,7 +689,7 @@ TEST(DatasetIterator, UnpackingNeedsTwoComponents) {
   Graph g;
   Scope root(g);
   Iterator it = Dataset::range(3).make_iterator(root);
-  EXPECT_EQ(error_of<InvalidArgumentError>([&] { auto [a, b] = it.get_next(); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { auto [a, b] = it.get_next(); }),
             "cannot unpack 1 dataset components into 2 names; index the element instead");
   std::vector<Output> fetches = it.get_next();
   EXPECT_EQ(fetches.size(), 1u);

@@ -13,7 +13,8 @@
 #include <random>
 #include <regex>
 
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -58,25 +59,7 @@ void write_file(const std::string& path, std::string_view data) {
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("stepscope_event_file_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string& child) const { return (path_ / child).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 using testing::error_text;
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "stepscope/base/error.h"
-#include "stepscope/base/test_util.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {

@@ -11,6 +11,7 @@
 
 #include "stepscope/base/proto_wire.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -19,25 +20,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("stepscope_summary_writer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-  std::string operator/(const std::string& child) const { return (path_ / child).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 double now_secs() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 

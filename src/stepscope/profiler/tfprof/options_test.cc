@@ -12,21 +12,12 @@
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/view_options.h"
+#include "stepscope/testing/error_text.h"
 
 namespace stepscope {
 namespace {
 
 using V = std::vector<std::string>;
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(Format, Numbers) {
   using namespace tfprof;
@@ -114,18 +105,18 @@ TEST(ProfileOptions, ParseOutput) {
   auto t = parse_profile_output("timeline:outfile=/tmp/a=b");
   EXPECT_EQ(t.type, "timeline");
   EXPECT_EQ(t.options.at("outfile"), "/tmp/a=b");
-  EXPECT_EQ(error_of([] { parse_profile_output("html"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("html"); }),
             "E.g. Unknown output type: html, Valid types: file,none,pprof,stdout,timeline");
-  EXPECT_EQ(error_of([] { parse_profile_output("html:outfile=x"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("html:outfile=x"); }),
             "E.g. Unknown output type: html, Valid types: file,none,pprof,stdout,timeline");
-  EXPECT_EQ(error_of([] { parse_profile_output("file"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file"); }),
             "Missing required output_options for file\nE.g. -output file:outfile=...");
-  EXPECT_EQ(error_of([] { parse_profile_output("timeline:"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("timeline:"); }),
             "Missing required output_options for timeline\nE.g. -output timeline:outfile=...");
-  EXPECT_EQ(error_of([] { parse_profile_output("file:out=x"); }), "Unrecognized options out for output_type: file");
-  EXPECT_EQ(error_of([] { parse_profile_output("stdout:outfile=x"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file:out=x"); }), "Unrecognized options out for output_type: file");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("stdout:outfile=x"); }),
             "Unrecognized options outfile for output_type: stdout");
-  EXPECT_EQ(error_of([] { parse_profile_output("file:outfile"); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file:outfile"); }),
             "Visualize format: -output timeline:key=value,key=value,...");
 }
 
@@ -146,7 +137,7 @@ TEST(NameMatcher, HostilePatternsAreLinearAndFullMatch) {
   EXPECT_FALSE(names.matches("total_loss"));  // a full match, not a search
   EXPECT_FALSE(names.matches("x/layer1/MatMul"));
   EXPECT_TRUE(tfprof::NameMatcher({".*"}, "-show_name_regexes", cache).is_all());
-  EXPECT_EQ(error_of([&] { tfprof::NameMatcher({"(a"}, "-start_name_regexes", cache); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { tfprof::NameMatcher({"(a"}, "-start_name_regexes", cache); }),
             "Invalid option '-start_name_regexes' value: '(a'");
 }
 
@@ -154,15 +145,15 @@ TEST(ProfileOptions, Validation) {
   ProfileOptions o = ProfileOptionBuilder().build();
   EXPECT_NO_THROW(validate_profile_options(o));
   o.order_by = "time";
-  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-order_by' value: 'time'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-order_by' value: 'time'");
   o = ProfileOptionBuilder().select({"micros", "flops"}).build();
-  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-select' value: 'micros,flops'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-select' value: 'micros,flops'");
   o = ProfileOptionBuilder().with_node_names({.hide = V{"ok", "(["}}).build();
-  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-hide_name_regexes' value: '(['");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-hide_name_regexes' value: '(['");
   o = ProfileOptionBuilder().with_accounted_types({"*"}).build();
-  EXPECT_EQ(error_of([&] { validate_profile_options(o); }), "Invalid option '-account_type_regexes' value: '*'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-account_type_regexes' value: '*'");
   o = ProfileOptionBuilder().with_file_output("").build();  // "file:outfile=": the value is missing
-  EXPECT_EQ(error_of([&] { validate_profile_options(o); }),
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
             "Visualize format: -output timeline:key=value,key=value,...");
   // Every value of order_by and select is accepted.
   for (auto order : kProfileOrderBy)

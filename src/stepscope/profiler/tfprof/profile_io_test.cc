@@ -39,7 +39,7 @@ ProfileModel one_node_model(int32_t graph_id = 0) {
   return model;
 }
 
-std::string error_of(const std::string& bytes) {
+std::string decode_error(const std::string& bytes) {
   try {
     decode_profile(bytes, "crafted.profile");
   } catch (const DataLossError& e) {
@@ -76,7 +76,7 @@ TEST(ProfileIo, GraphIdBeyondTheNodeCountIsCorrupt) {
   for (int32_t id : {400'000'000, INT32_MAX, 1, -2}) {
     const ProfileModel model = one_node_model(id);
     const std::string e =
-        error_of(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0));
+        decode_error(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0));
     EXPECT_EQ(e, "corrupt profile file 'crafted.profile': node 'a': graph_id " + std::to_string(id) +
                      " is out of range [-1, 1)");
   }
@@ -87,7 +87,7 @@ TEST(ProfileIo, CountsBeyondTheDataAreCorrupt) {
   std::string model;
   varint(model, 1000);  // 1000 nodes need at least 12,000 bytes
   model += std::string(100, '\0');
-  EXPECT_NE(error_of(encode_header() + chunk('M', model)).find("a count (1000) exceeds the data (100 bytes left)"),
+  EXPECT_NE(decode_error(encode_header() + chunk('M', model)).find("a count (1000) exceeds the data (100 bytes left)"),
             std::string::npos);
 }
 
@@ -102,7 +102,7 @@ TEST(ProfileIo, TimesThatOverflowAreCorrupt) {
     varint(s, 0), varint(s, 0), varint(s, 0);  // node, device, thread
     zz(s, 1);                                // all_start_ns - base_ns: overflows
     for (int i = 0; i < 4; ++i) zz(s, 0);
-    EXPECT_NE(error_of(head + chunk('S', s) + encode_end_chunk(1)).find("all_start_ns out of range"),
+    EXPECT_NE(decode_error(head + chunk('S', s) + encode_end_chunk(1)).find("all_start_ns out of range"),
               std::string::npos);
   }
   {
@@ -113,7 +113,7 @@ TEST(ProfileIo, TimesThatOverflowAreCorrupt) {
     for (int i = 0; i < 7; ++i) zz(s, 0);    // micros, bytes, float_ops
     zz(s, INT64_MAX), zz(s, 1);              // all_start_micros, then the end's delta: overflows
     varint(s, 0);
-    EXPECT_NE(error_of(head + chunk('S', s) + encode_end_chunk(1)).find("latest_end_micros out of range"),
+    EXPECT_NE(decode_error(head + chunk('S', s) + encode_end_chunk(1)).find("latest_end_micros out of range"),
               std::string::npos);
   }
 }

@@ -12,7 +12,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/base/file_io.h"
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"

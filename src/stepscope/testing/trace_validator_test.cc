@@ -1,6 +1,6 @@
 // validate_chrome_trace: one bad trace per rule of chrome-trace.md §4.4, each checked to give
 // that rule's problem (and a clean trace to give none).
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 
 #include <gtest/gtest.h>
 

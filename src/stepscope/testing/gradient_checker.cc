@@ -1,8 +1,14 @@
-#include "stepscope/autodiff/gradient_checker.h"
+#include "stepscope/testing/gradient_checker.h"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
+#include <random>
+#include <vector>
 
 #include "stepscope/autodiff/gradients.h"
+#include "stepscope/graph/node.h"
 #include "stepscope/ops/array_ops.h"
 
 namespace stepscope {
@@ -59,4 +65,40 @@ GradientCheckResult check_gradient(Output x, const Tensor& x_value, Output y, co
   return result;
 }
 
+namespace testing {
+
+void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds,
+                             const GradientExpectation& expectation) {
+  const GradientCheckResult r = check_gradient(x, x_value, y, feeds, expectation.delta);
+  if (expectation.expect_nonzero) EXPECT_GT(r.max_value, 1e-3) << "the Jacobian should not be (nearly) zero";
+  EXPECT_LE(r.max_error, expectation.tolerance * (1 + r.max_value))
+      << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
+}
+
+Tensor random_tensor(const Shape& shape, unsigned seed, double lo, double hi, double min_abs) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v;
+  v.reserve(static_cast<size_t>(shape.num_elements()));
+  while (static_cast<int64_t>(v.size()) < shape.num_elements()) {
+    const double x = dist(gen);
+    if (std::abs(x) >= min_abs) v.push_back(x);
+  }
+  return Tensor::from_vector<double>(v, shape);
+}
+
+Tensor distinct_tensor(const Shape& shape, unsigned seed) {
+  std::vector<double> v(static_cast<size_t>(shape.num_elements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.1 * static_cast<double>(i) - 1.0;
+  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+  return Tensor::from_vector<double>(v, shape);
+}
+
+int count_ops(const Graph& g, std::string_view op) {
+  int n = 0;
+  for (int id = 0; id < g.num_nodes(); ++id) n += g.node(id)->op_type() == op;
+  return n;
+}
+
+}  // namespace testing
 }  // namespace stepscope

@@ -1,4 +1,4 @@
-#include "stepscope/profiler/trace_validator.h"
+#include "stepscope/testing/trace_validator.h"
 
 #include <algorithm>
 #include <cmath>
