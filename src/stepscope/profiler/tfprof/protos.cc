@@ -113,7 +113,7 @@ AdvisorOptions AdvisorOptions::tensorflow() {
 
 AdvisorOptions AdvisorOptions::all() {
   AdvisorOptions o = tensorflow();
-  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/critical_path_checker.h)
+  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/internal/critical_path_checker.h)
   return o;
 }
 

@@ -1,4 +1,4 @@
-#include "stepscope/profiler/tfprof/profile_io.h"
+#include "stepscope/profiler/tfprof/internal/profile_io.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
