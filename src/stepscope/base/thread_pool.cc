@@ -13,7 +13,6 @@
 
 namespace stepscope {
 namespace {
-thread_local const ThreadPool* tls_pool = nullptr;
 
 // How long a thread with nothing to do spins before it sleeps. Waking a sleeping thread costs
 // from microseconds to, on this workplace's virtual machines, hundreds of microseconds (the
@@ -60,7 +59,6 @@ void ThreadPool::schedule(Task task) {
   if (wake) cv_.notify_one();
 }
 
-bool ThreadPool::in_worker() const { return tls_pool == this; }
 
 void ThreadPool::spin_until_queued(const std::atomic<bool>* done) const {
   const int64_t until = now_ns() + kSpinNs;
@@ -96,7 +94,6 @@ void ThreadPool::run_tasks(const std::atomic<bool>* done) {
 }
 
 void ThreadPool::worker_loop() {
-  tls_pool = this;
   run_tasks(nullptr);
 }
 

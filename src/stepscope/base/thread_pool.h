@@ -46,9 +46,6 @@ class ThreadPool {
   void run_until(const std::atomic<bool>& done);
   void wake_all();
 
-  // True when called from one of this pool's workers.
-  bool in_worker() const;
-
  private:
   void worker_loop();
   // Runs tasks until the pool stops (done == nullptr) or *done is true.

@@ -70,6 +70,9 @@ using FlopsFn = int64_t (*)(const CostContext& ctx);
 using GradientFn = std::vector<Output> (*)(const Scope& scope, const Node& node,
                                            std::span<const Output> output_grads);
 
+// The FLOP rule of an op in an arithmetic family that only moves or relabels data.
+inline int64_t no_float_ops(const CostContext&) { return 0; }
+
 struct OpDef {
   std::string name;
   int num_inputs = 0;   // -1: variadic (checked by the shape rule)
@@ -77,7 +80,11 @@ struct OpDef {
   ShapeFn shape = nullptr;
   KernelFn kernel = nullptr;
   FlopsFn flops = nullptr;        // null: zero float ops
-  GradientFn gradient = nullptr;  // null: not differentiable (filled by autodiff-aware families)
+  GradientFn gradient = nullptr;  // null: gradients() stops with "No gradient defined ..."
+  // Declared without a gradient on purpose (TF's ops.NotDifferentiable): integer or boolean
+  // results, state, side effects, or a gradient op whose own gradient (second order) is not
+  // supported. ops/registry_test.cc requires a gradient rule or this.
+  bool not_differentiable = false;
   bool stateful = false;          // reads or writes session state; never pruned as constant
   // Bit i set: input i is passed by reference (Assign's variable): the kernel reaches the
   // producer through the graph (c.node().input(i).node), so the executor neither runs nor waits

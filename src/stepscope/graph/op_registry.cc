@@ -17,11 +17,6 @@ const OpDef* OpRegistry::find(std::string_view name) const {
   return it == ops_.end() ? nullptr : it->second.get();
 }
 
-OpDef* OpRegistry::find_mutable(std::string_view name) {
-  auto it = ops_.find(std::string(name));
-  return it == ops_.end() ? nullptr : it->second.get();
-}
-
 const OpDef& OpRegistry::get(std::string_view name) const {
   const OpDef* def = find(name);
   if (!def) throw NotFoundError("unknown op type '" + std::string(name) + "'");

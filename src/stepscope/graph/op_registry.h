@@ -19,8 +19,6 @@ class OpRegistry {
   // The op named `name`, or NotFoundError("unknown op type 'name'").
   const OpDef& get(std::string_view name) const;
   const OpDef* find(std::string_view name) const;
-  // Mutable access, for the autodiff layer to attach gradient rules.
-  OpDef* find_mutable(std::string_view name);
   std::vector<std::string> names() const;
 
  private:

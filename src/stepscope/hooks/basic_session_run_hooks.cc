@@ -23,11 +23,6 @@ Output global_step_read_for(Graph& graph, const std::string& hook_name) {
   return get_or_create_global_step_read(graph);
 }
 
-int64_t global_step_value(const Tensor& t) {
-  if (t.dtype() == DType::kInt32) return t.scalar_value<int32_t>();
-  return t.scalar_value<int64_t>();
-}
-
 FetchResult run_fetch(Session& session, const Fetch& fetches, const FeedList& feeds, const RunOptions& options,
                       RunMetadata* run_metadata) {
   std::vector<Output> outputs;

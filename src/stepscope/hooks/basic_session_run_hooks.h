@@ -251,8 +251,6 @@ class FeedFnHook : public SessionRunHook {
 // `global_step/read` of `graph` (created if the graph is not finalized); FailedPreconditionError
 // "Global step should be created to use <hook_name>." when the graph has no global step.
 Output global_step_read_for(Graph& graph, const std::string& hook_name);
-// The integer value of a fetched global step (int64 or int32).
-int64_t global_step_value(const Tensor& t);
 // Session::run of a nested fetch structure, the result in the same shape.
 FetchResult run_fetch(Session& session, const Fetch& fetches, const FeedList& feeds = {},
                       const RunOptions& options = {}, RunMetadata* run_metadata = nullptr);

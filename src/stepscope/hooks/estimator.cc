@@ -115,18 +115,6 @@ void append_eval_record(const std::string& eval_dir, const std::map<std::string,
 
 }  // namespace
 
-const char* mode_name(ModeKeys mode) {
-  switch (mode) {
-    case ModeKeys::TRAIN:
-      return "train";
-    case ModeKeys::EVAL:
-      return "eval";
-    case ModeKeys::PREDICT:
-      return "infer";
-  }
-  return "?";
-}
-
 std::pair<Output, Output> Input::resolve(const Scope& scope) const {
   std::vector<Output> outputs = outputs_;
   if (dataset_) outputs = dataset_->make_iterator(scope).get_next().outputs();

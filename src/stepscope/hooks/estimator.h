@@ -48,8 +48,6 @@ namespace stepscope {
 
 // tf.estimator.ModeKeys (PREDICT is accepted by EstimatorSpec but no loop here uses it).
 enum class ModeKeys { TRAIN, EVAL, PREDICT };
-// "train", "eval", "infer" (TF's string values).
-const char* mode_name(ModeKeys mode);
 
 // What a model_fn returns.
 struct EstimatorSpec {

@@ -11,10 +11,6 @@ namespace stepscope {
 
 namespace {
 
-int64_t step_value(const Tensor& t) {
-  return t.dtype() == DType::kInt32 ? t.scalar_value<int32_t>() : t.scalar_value<int64_t>();
-}
-
 // The reference gets its writer before it validates anything; a directory where no event file
 // can be created is not worth failing the training for.
 std::shared_ptr<SummaryWriter> cached_writer(const ProfilerHookOptions& options) {
@@ -110,11 +106,11 @@ std::optional<SessionRunArgs> ProfilerHook::before_run(SessionRunContext&) {
 }
 
 void ProfilerHook::after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {
-  const int64_t stale_global_step = step_value(run_values.results.tensor());
+  const int64_t stale_global_step = global_step_value(run_values.results.tensor());
   if (!next_step_) timer_.update_last_triggered_step(stale_global_step);
   int64_t global_step = stale_global_step + 1;
   if (request_trace_) {
-    global_step = step_value(run_context.session().run(global_step_read_));
+    global_step = global_step_value(run_context.session().run(global_step_read_));
     // The period counts from the start of a window.
     if (window_.empty()) timer_.update_last_triggered_step(global_step);
     window_.push_back({global_step, run_values.run_metadata ? *run_values.run_metadata : RunMetadata()});

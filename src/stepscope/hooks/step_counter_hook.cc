@@ -14,10 +14,6 @@ StepCounterHookOptions validated(StepCounterHookOptions options) {
   return options;
 }
 
-int64_t step_value(const Tensor& t) {
-  return t.dtype() == DType::kInt32 ? t.scalar_value<int32_t>() : t.scalar_value<int64_t>();
-}
-
 }  // namespace
 
 StepCounterHook::StepCounterHook(StepCounterHookOptions options)
@@ -53,10 +49,10 @@ std::optional<SessionRunArgs> StepCounterHook::before_run(SessionRunContext&) {
 }
 
 void StepCounterHook::after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {
-  const int64_t stale_global_step = step_value(run_values.results.tensor());
+  const int64_t stale_global_step = global_step_value(run_values.results.tensor());
   if (timer_.should_trigger_for_step(stale_global_step + options_.steps_per_run)) {
     // The real value after the train op.
-    const int64_t global_step = step_value(run_context.session().run(global_step_read_));
+    const int64_t global_step = global_step_value(run_context.session().run(global_step_read_));
     if (timer_.should_trigger_for_step(global_step)) {
       if (auto elapsed = timer_.update_last_triggered_step(global_step)) {
         const auto [elapsed_time, elapsed_steps] = *elapsed;

@@ -13,10 +13,6 @@ SummarySaverHookOptions validated(SummarySaverHookOptions options) {
   return options;
 }
 
-int64_t step_value(const Tensor& t) {
-  return t.dtype() == DType::kInt32 ? t.scalar_value<int32_t>() : t.scalar_value<int64_t>();
-}
-
 }  // namespace
 
 SummarySaverHook::SummarySaverHook(SummarySaverHookOptions options)
@@ -65,9 +61,9 @@ std::optional<SessionRunArgs> SummarySaverHook::before_run(SessionRunContext&) {
 
 void SummarySaverHook::after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {
   if (!writer_) return;
-  const int64_t stale_global_step = step_value(run_values.results["global_step"].tensor());
+  const int64_t stale_global_step = global_step_value(run_values.results["global_step"].tensor());
   int64_t global_step = stale_global_step + 1;
-  if (!next_step_ || request_summary_) global_step = step_value(run_context.session().run(global_step_read_));
+  if (!next_step_ || request_summary_) global_step = global_step_value(run_context.session().run(global_step_read_));
 
   if (!next_step_) {
     SessionLog start;

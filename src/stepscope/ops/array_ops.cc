@@ -766,6 +766,7 @@ void register_array_ops(OpRegistry& registry) {
                              std::string(dtype_name(c.attrs().get<DType>("dtype"))) + " and shape " +
                              shape.to_string());
                     },
+                .not_differentiable = true,
                 .doc = "A value fed to Session::run."});
   registry.add({.name = "Const",
                 .num_inputs = 0,
@@ -775,6 +776,7 @@ void register_array_ops(OpRegistry& registry) {
                       c.set_output(0, v.dtype(), v.shape());
                     },
                 .kernel = [](KernelContext& c) { c.set_output(0, c.attrs().get<Tensor>("value")); },
+                .not_differentiable = true,
                 .doc = "A constant tensor (its buffer is shared, never copied, by each run)."});
   registry.add({.name = "Identity",
                 .num_inputs = 1,
@@ -833,11 +835,13 @@ void register_array_ops(OpRegistry& registry) {
                 .num_inputs = 1,
                 .shape = shape_shape,
                 .kernel = shape_kernel,
+                .not_differentiable = true,
                 .doc = "Attr out_type (int32 or int64). The run-time shape of x as a 1-D tensor."});
   registry.add({.name = "Slice",
                 .num_inputs = 3,
                 .shape = slice_shape,
                 .kernel = slice_kernel,
+                .not_differentiable = true,
                 .doc = "Inputs (x, begin, size: 1-D int32/int64). The block of x at begin with size elements per "
                        "dim (-1: the rest of the dim). Forwards x when the block is all of x."});
   registry.add({.name = "ConcatOffset",
@@ -845,6 +849,7 @@ void register_array_ops(OpRegistry& registry) {
                 .num_outputs = -1,
                 .shape = concat_offset_shape,
                 .kernel = concat_offset_kernel,
+                .not_differentiable = true,
                 .doc = "Inputs (axis, shapes...: 1-D int32/int64). Where each shape's tensor starts in their "
                        "concatenation along axis: one offset vector per shape."});
 }

@@ -18,6 +18,7 @@ void register_control_ops(OpRegistry& registry) {
                 .num_outputs = 0,
                 .shape = [](ShapeContext&) {},
                 .kernel = [](KernelContext&) {},
+                .not_differentiable = true,
                 .doc = "Does nothing; runs after its control inputs."});
 }
 

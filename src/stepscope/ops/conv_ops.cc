@@ -704,6 +704,7 @@ void register_conv_ops(OpRegistry& registry) {
                     },
                 // The same multiply-adds as the forward conv.
                 .flops = [](const CostContext& c) { return conv_flops(c.input_shapes[2], c.input_shapes[1]); },
+                .not_differentiable = true,
                 .doc = "Inputs (input_sizes, filter, out_backprop). Conv2D's gradient with respect to its "
                        "input, of shape input_sizes; attrs strides and padding as the forward Conv2D."});
   registry.add({.name = "Conv2DBackpropFilter",
@@ -717,6 +718,7 @@ void register_conv_ops(OpRegistry& registry) {
                         conv2d_backprop_filter_kernel<float>(c);
                     },
                 .flops = [](const CostContext& c) { return conv_flops(c.input_shapes[2], c.output_shapes[0]); },
+                .not_differentiable = true,
                 .doc = "Inputs (input, filter_sizes, out_backprop). Conv2D's gradient with respect to its "
                        "filter, of shape filter_sizes; attrs strides and padding as the forward Conv2D."});
   registry.add({.name = "MaxPoolGrad",
@@ -735,6 +737,7 @@ void register_conv_ops(OpRegistry& registry) {
                       // The forward's comparisons to find each window's maximum, plus one add.
                       return known(c.input_shapes[2].num_elements()) * (ksize[1] * ksize[2] + 1);
                     },
+                .not_differentiable = true,
                 .doc = "Inputs (orig_input, orig_output, grad). MaxPool's gradient: each grad value added "
                        "at the first maximum of its window; attrs as the forward MaxPool."});
 }

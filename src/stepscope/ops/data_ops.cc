@@ -156,6 +156,7 @@ void register_data_ops(OpRegistry& registry) {
                         c.set_output(static_cast<int>(i), dtypes[i], shapes[i]);
                     },
                 .kernel = get_next_kernel,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "The next element of a dataset, one output per component; OutOfRangeError "
                        "\"End of sequence\" after the last. The iterator is per-session state."});
@@ -186,6 +187,7 @@ void register_data_ops(OpRegistry& registry) {
                                "' with types " + dtypes_string(it_dtypes) + " and shapes " + shapes_string(it_shapes));
                     },
                 .kernel = make_iterator_kernel,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Restarts an IteratorGetNext node's iterator in this session (iterator.initializer)."});
 }

@@ -674,6 +674,10 @@ void register_math_ops(OpRegistry& registry) {
     def.gradient = gradient;
     return def;
   };
+  auto not_differentiable = [](OpDef def) {
+    def.not_differentiable = true;
+    return def;
+  };
   registry.add(differentiable(binary_op<AddOp>("Add", "x + y, broadcasting. Integers wrap on overflow."), add_grad));
   registry.add(differentiable(binary_op<SubOp>("Sub", "x - y, broadcasting. Integers wrap on overflow."), sub_grad));
   registry.add(differentiable(binary_op<MulOp>("Mul", "x * y, broadcasting. Integers wrap on overflow."), mul_grad));
@@ -685,7 +689,7 @@ void register_math_ops(OpRegistry& registry) {
                               select_grad<maximum_grad>));
   registry.add(differentiable(binary_op<MinimumOp>("Minimum", "min(x, y), broadcasting; NaN if either is NaN."),
                               select_grad<minimum_grad>));
-  registry.add(binary_op<EqualOp>("Equal", "x == y (bool), broadcasting; NaN equals nothing."));
+  registry.add(not_differentiable(binary_op<EqualOp>("Equal", "x == y (bool), broadcasting; NaN equals nothing.")));
 
   registry.add(differentiable(unary_op<NegOp>("Neg", "-x. Integers wrap on overflow."), neg_grad));
   registry.add(differentiable(unary_op<SquareOp>("Square", "x * x. Integers wrap on overflow."), square_grad));
@@ -696,11 +700,12 @@ void register_math_ops(OpRegistry& registry) {
   registry.add(differentiable(unary_op<TanhOp>("Tanh", "Hyperbolic tangent."), tanh_grad_rule));
   registry.add(differentiable(unary_op<SigmoidOp>("Sigmoid", "1 / (1 + e^-x), without overflow for large |x|."),
                               sigmoid_grad_rule));
-  registry.add(unary_op<IsFiniteOp>("IsFinite", "True where x is neither NaN nor infinite."));
+  registry.add(not_differentiable(unary_op<IsFiniteOp>("IsFinite", "True where x is neither NaN nor infinite.")));
   registry.add({.name = "CheckNumerics",
                 .num_inputs = 1,
                 .shape = &check_numerics_shape,
                 .kernel = &check_numerics_kernel,
+                .flops = &no_float_ops,
                 .gradient = &check_numerics_grad,
                 .doc = "Forwards x; fails with \"<message> : Tensor had NaN values\" (or Inf) when x is not "
                        "finite. Its gradient is checked the same way."});
@@ -719,6 +724,7 @@ void register_math_ops(OpRegistry& registry) {
                 .num_inputs = 2,
                 .shape = &broadcast_to_shape,
                 .kernel = &broadcast_to_kernel<false>,
+                .flops = &no_float_ops,
                 .gradient = &broadcast_to_grad,
                 .doc = "Inputs (x, shape: 1-D int32/int64). x broadcast to shape (NumPy rules)."});
   registry.add({.name = "MeanGrad",
@@ -726,15 +732,20 @@ void register_math_ops(OpRegistry& registry) {
                 .shape = &broadcast_to_shape,
                 .kernel = &broadcast_to_kernel<true>,
                 .flops = &elementwise_flops,
+                .not_differentiable = true,
                 .doc = "Inputs (grad, shape: 1-D int32/int64). grad broadcast to shape, divided by the number of "
                        "output elements per grad element: the gradient of Mean."});
 
-  // Backward ops. The (y, dy) ones broadcast like any binary op (they never need to).
-  registry.add(binary_op<TanhGradOp>("TanhGrad", "Inputs (y, dy): dy * (1 - y^2), the gradient of y = tanh(x)."));
-  registry.add(
-      binary_op<SigmoidGradOp>("SigmoidGrad", "Inputs (y, dy): dy * y * (1 - y), the gradient of y = sigmoid(x)."));
-  registry.add(binary_op<SqrtGradOp>("SqrtGrad", "Inputs (y, dy): dy * 0.5 / y, the gradient of y = sqrt(x)."));
-  registry.add(binary_op<RsqrtGradOp>("RsqrtGrad", "Inputs (y, dy): dy * -0.5 * y^3, the gradient of y = rsqrt(x)."));
+  // Backward ops. The (y, dy) ones broadcast like any binary op (they never need to). None has a
+  // gradient of its own: second-order gradients are not supported.
+  registry.add(not_differentiable(
+      binary_op<TanhGradOp>("TanhGrad", "Inputs (y, dy): dy * (1 - y^2), the gradient of y = tanh(x).")));
+  registry.add(not_differentiable(
+      binary_op<SigmoidGradOp>("SigmoidGrad", "Inputs (y, dy): dy * y * (1 - y), the gradient of y = sigmoid(x).")));
+  registry.add(not_differentiable(
+      binary_op<SqrtGradOp>("SqrtGrad", "Inputs (y, dy): dy * 0.5 / y, the gradient of y = sqrt(x).")));
+  registry.add(not_differentiable(
+      binary_op<RsqrtGradOp>("RsqrtGrad", "Inputs (y, dy): dy * -0.5 * y^3, the gradient of y = rsqrt(x).")));
   for (const auto& [name, kernel, what] :
        {std::tuple{"MaximumGrad", &select_grad_kernel<GreaterEqual>, "maximum(x, y): where x >= y"},
         std::tuple{"MinimumGrad", &select_grad_kernel<LessEqual>, "minimum(x, y): where x <= y"}})
@@ -743,6 +754,7 @@ void register_math_ops(OpRegistry& registry) {
                   .shape = &select_grad_shape,
                   .kernel = kernel,
                   .flops = &elementwise_flops,
+                  .not_differentiable = true,
                   .doc = std::string("Inputs (grad, x, y), attr input (0: x, 1: y). The gradient grad of ") + what +
                          " it goes to x, elsewhere to y; 0 for the other input. In grad's shape (not summed to "
                          "the input's)."});

@@ -694,6 +694,7 @@ void register_nn_ops(OpRegistry& registry) {
                       dispatch_real(c.input(0).dtype(), [&](auto t) { relu_grad_kernel<decltype(t)>(c); });
                     },
                 .flops = output_elements_flops,
+                .not_differentiable = true,
                 .doc = "Inputs (gradients, features). gradients * (features > 0): Relu's backprop."});
   registry.add({.name = "BiasAddGrad",
                 .num_inputs = 1,
@@ -703,6 +704,7 @@ void register_nn_ops(OpRegistry& registry) {
                       dispatch_real(c.input(0).dtype(), [&](auto t) { bias_add_grad_kernel<decltype(t)>(c); });
                     },
                 .flops = [](const CostContext& c) { return known_elements(c.input_shapes[0]); },
+                .not_differentiable = true,
                 .doc = "Sum of out_backprop over all but the last dimension: BiasAdd's bias gradient."});
   registry.add(
       {.name = "SoftmaxGrad",
@@ -713,6 +715,7 @@ void register_nn_ops(OpRegistry& registry) {
              dispatch_float(c.input(0).dtype(), [&](auto t) { softmax_grad_kernel<decltype(t), false>(c); });
            },
        .flops = [](const CostContext& c) { return kSoftmaxGradFlopsPerElement * known_elements(c.output_shapes[0]); },
+       .not_differentiable = true,
        .doc = "Inputs (gradients, softmax). (gradients - sum(gradients * softmax, last axis)) * softmax."});
   registry.add(
       {.name = "LogSoftmaxGrad",
@@ -723,6 +726,7 @@ void register_nn_ops(OpRegistry& registry) {
              dispatch_float(c.input(0).dtype(), [&](auto t) { softmax_grad_kernel<decltype(t), true>(c); });
            },
        .flops = [](const CostContext& c) { return kSoftmaxGradFlopsPerElement * known_elements(c.output_shapes[0]); },
+       .not_differentiable = true,
        .doc = "Inputs (gradients, log_softmax). gradients - exp(log_softmax) * sum(gradients, last axis)."});
   registry.add({.name = "ScaleRows",
                 .num_inputs = 2,
@@ -732,6 +736,7 @@ void register_nn_ops(OpRegistry& registry) {
                       dispatch_float(c.input(0).dtype(), [&](auto t) { scale_rows_kernel<decltype(t)>(c); });
                     },
                 .flops = output_elements_flops,
+                .not_differentiable = true,
                 .doc = "Inputs (scale [batch], x [batch, n]). x with row r multiplied by scale[r] (TensorFlow's "
                        "expand_dims(scale, -1) * x in the cross-entropy gradients)."});
   register_conv_ops(registry);

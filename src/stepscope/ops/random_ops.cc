@@ -229,6 +229,7 @@ void register_random_ops(OpRegistry& registry) {
                 .num_inputs = 1,
                 .shape = random_shape,
                 .kernel = random_kernel<uniform_kernel_t<float>, uniform_kernel_t<double>>,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Input shape (1-D int32/int64); attrs dtype (float32/float64), seed, seed2, minval (0), "
                        "maxval (1). Uniform values in [minval, maxval) from the node's Philox stream."});
@@ -236,6 +237,7 @@ void register_random_ops(OpRegistry& registry) {
                 .num_inputs = 1,
                 .shape = random_shape,
                 .kernel = random_kernel<normal_kernel_t<float>, normal_kernel_t<double>>,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Input shape (1-D int32/int64); attrs dtype (float32/float64), seed, seed2, mean (0), "
                        "stddev (1). Normal values (Box-Muller) from the node's Philox stream."});
@@ -243,6 +245,7 @@ void register_random_ops(OpRegistry& registry) {
                 .num_inputs = 1,
                 .shape = random_shape,
                 .kernel = random_kernel<truncated_normal_kernel_t<float>, truncated_normal_kernel_t<double>>,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Like RandomStandardNormal, but draws beyond 2 standard deviations are rejected and drawn "
                        "again."});

@@ -365,6 +365,7 @@ void register_reduction_ops(OpRegistry& registry) {
                 .shape = argmax_shape,
                 .kernel = argmax_kernel,
                 .flops = one_per_input_element,
+                .not_differentiable = true,
                 .doc = "Index of the largest element along the axis given by input 1 (dimension: int32/int64 "
                        "scalar; negative counts from the end), first index on ties, first NaN if any. Attr "
                        "output_type: int64 (default) or int32."});

@@ -2,8 +2,8 @@
 
 namespace stepscope {
 
-OpRegistry& mutable_op_registry() {
-  static OpRegistry* registry = [] {
+const OpRegistry& op_registry() {
+  static const OpRegistry* registry = [] {
     auto* r = new OpRegistry();
     register_array_ops(*r);
     register_control_ops(*r);
@@ -20,8 +20,6 @@ OpRegistry& mutable_op_registry() {
   }();
   return *registry;
 }
-
-const OpRegistry& op_registry() { return mutable_op_registry(); }
 
 const OpDef& op_def(std::string_view name) { return op_registry().get(name); }
 

@@ -8,8 +8,6 @@
 namespace stepscope {
 
 const OpRegistry& op_registry();
-// For layers that attach to existing ops (e.g. gradient rules); not for adding op types.
-OpRegistry& mutable_op_registry();
 // op_registry().get(name).
 const OpDef& op_def(std::string_view name);
 

@@ -225,6 +225,7 @@ void register_state_ops(OpRegistry& registry) {
                 .num_inputs = 0,
                 .shape = variable_shape,
                 .kernel = variable_kernel,
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Attrs shape, dtype. Outputs the variable's current value (sharing its buffer); fails "
                        "before the first assignment."});
@@ -232,6 +233,7 @@ void register_state_ops(OpRegistry& registry) {
                                      .num_inputs = 2,
                                      .shape = assign_shape,
                                      .kernel = assign_kernel,
+                                     .not_differentiable = true,
                                      .stateful = true,
                                      .doc = "Inputs (variable, value); attr validate_shape (true). Sets the "
                                             "variable to value and outputs it."}));
@@ -240,6 +242,7 @@ void register_state_ops(OpRegistry& registry) {
                                      .shape = update_shape,
                                      .kernel = update_kernel<true>,
                                      .flops = update_flops,
+                                     .not_differentiable = true,
                                      .stateful = true,
                                      .doc = "Inputs (variable, delta). variable += delta; outputs the new value."}));
   registry.add(with_ref_input0(OpDef{.name = "AssignSub",
@@ -247,6 +250,7 @@ void register_state_ops(OpRegistry& registry) {
                                      .shape = update_shape,
                                      .kernel = update_kernel<false>,
                                      .flops = update_flops,
+                                     .not_differentiable = true,
                                      .stateful = true,
                                      .doc = "Inputs (variable, delta). variable -= delta; outputs the new value."}));
 }

@@ -226,12 +226,14 @@ void register_summary_ops(OpRegistry& registry) {
                 .num_inputs = 2,
                 .shape = scalar_summary_shape,
                 .kernel = scalar_summary_kernel,
+                .not_differentiable = true,
                 .doc = "Inputs (tags: string, values: float32/float64/int32/int64 of the same shape). A string "
                        "scalar: a serialized Summary with one simple_value per element."});
   registry.add({.name = "MergeSummary",
                 .num_inputs = -1,
                 .shape = merge_summary_shape,
                 .kernel = merge_summary_kernel,
+                .not_differentiable = true,
                 .doc = "Inputs (serialized Summary string tensors...). One Summary with every value, in order; "
                        "a repeated non-empty tag is an error."});
 }

@@ -203,6 +203,7 @@ void register_training_ops(OpRegistry& registry) {
                 .shape = [](ShapeContext& c) { check_layout(c, {{0}, {1}, 2}); },
                 .kernel = gradient_descent_kernel,
                 .flops = [](const CostContext& c) { return elementwise_flops(c, 2); },
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "var -= alpha * delta"});
   registry.add({.name = "ApplyMomentum",
@@ -210,6 +211,7 @@ void register_training_ops(OpRegistry& registry) {
                 .shape = [](ShapeContext& c) { check_layout(c, {{0, 1}, {2, 4}, 3}); },
                 .kernel = momentum_kernel,
                 .flops = [](const CostContext& c) { return elementwise_flops(c, 4); },
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "accum = accum * momentum + grad; var -= lr * accum"});
   registry.add({.name = "ApplyAdam",
@@ -217,6 +219,7 @@ void register_training_ops(OpRegistry& registry) {
                 .shape = [](ShapeContext& c) { check_layout(c, {{0, 1, 2}, {3, 4, 5, 6, 7, 8}, 9}); },
                 .kernel = adam_kernel,
                 .flops = [](const CostContext& c) { return elementwise_flops(c, 12); },
+                .not_differentiable = true,
                 .stateful = true,
                 .doc = "Adam update of var, m and v."});
 }

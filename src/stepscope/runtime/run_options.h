@@ -12,17 +12,21 @@ namespace stepscope {
 
 enum class TraceLevel : int { kNoTrace = 0, kSoftwareTrace = 1, kHardwareTrace = 2, kFullTrace = 3 };
 
+// tfdbg's options. Kept so that hooks can ask for them and MonitoredSession merges them as
+// TensorFlow does; Session::run refuses watches (tfdbg is not part of stepscope).
 struct DebugOptions {
   std::vector<std::string> debug_tensor_watch_opts;
-  bool reset_disk_byte_usage = false;
+  bool reset_disk_byte_usage = false;  // resets tfdbg's dump-size counter: nothing to reset without watches
 };
 
 struct RunOptions {
   TraceLevel trace_level = TraceLevel::kNoTrace;
   int64_t timeout_in_ms = 0;  // 0: no deadline; otherwise DeadlineExceededError when exceeded
+  // The inter-op pool to run in; a session has one, number 0 (any other is an InvalidArgumentError).
   int32_t inter_op_thread_pool = 0;
-  bool output_partition_graphs = false;
+  bool output_partition_graphs = false;  // fills RunMetadata::partition_graphs
   DebugOptions debug_options;
+  // An out-of-memory error then tells the allocator's figures (otherwise a hint to set this).
   bool report_tensor_allocations_upon_oom = false;
 };
 

@@ -1,5 +1,9 @@
 #include "stepscope/runtime/session.h"
 
+#include <string>
+#include <string_view>
+
+#include "stepscope/core/allocator.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/runtime/executor.h"
 
@@ -42,6 +46,44 @@ void check_feed(const Graph& graph, const Output& out, const Tensor& value) {
                        std::string(dtype_name(out.dtype())) + " and shape " + out.shape().to_string()));
 }
 
+// A tfdbg watch, "<node>:<output>:<debug op>". With no debug URL in DebugOptions there is nowhere
+// to publish the watched tensor (as in TensorFlow without debug_urls): only the watch is checked.
+void check_debug_watch(const Graph& graph, const std::string& watch) {
+  auto fail = [&](const std::string& why) {
+    throw InvalidArgumentError(
+        "RunOptions.debug_options.debug_tensor_watch_opts: '" + watch + "' " + why +
+        "; write \"<node name>:<output index>:<debug op>\", e.g. \"dense/MatMul:0:DebugIdentity\"");
+  };
+  const size_t op_colon = watch.rfind(':');
+  const size_t slot_colon =
+      op_colon == std::string::npos || op_colon == 0 ? std::string::npos : watch.rfind(':', op_colon - 1);
+  if (slot_colon == std::string::npos || slot_colon == 0) fail("is not a watch");
+  const std::string node_name = watch.substr(0, slot_colon),
+                    slot = watch.substr(slot_colon + 1, op_colon - slot_colon - 1),
+                    debug_op = watch.substr(op_colon + 1);
+  if (debug_op != "DebugIdentity" && debug_op != "DebugNanCount" && debug_op != "DebugNumericSummary")
+    fail("names the debug op '" + debug_op + "', not one of DebugIdentity, DebugNanCount, DebugNumericSummary");
+  const Node* node = graph.find_node(node_name);
+  if (!node) fail("names no node of the graph ('" + node_name + "')");
+  if (slot.empty() || slot.size() > 9 || slot.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(slot) >= node->num_outputs())
+    fail("has output '" + slot + "', but " + node_name + " has " + std::to_string(node->num_outputs()) + " output(s)");
+}
+
+// What follows an out-of-memory error, as TensorFlow: the allocator's figures when the run asked
+// for them (report_tensor_allocations_upon_oom), a hint how to ask otherwise.
+[[gnu::cold]] std::string out_of_memory_report(bool report_allocations) {
+  if (!report_allocations)
+    return "\nHint: If you want to see a list of allocated tensors when OOM happens, add "
+           "report_tensor_allocations_upon_oom to RunOptions for current allocation info.";
+  const Allocator& allocator = *cpu_allocator();
+  const AllocatorStats stats = allocator.stats();
+  return "\nCurrent usage from device: CPU, allocator: " + allocator.name() + "\n  " +
+         std::to_string(stats.bytes_in_use) + " bytes in use by tensors (peak " +
+         std::to_string(stats.peak_bytes_in_use) + "), largest allocation " + std::to_string(stats.largest_alloc_size) +
+         " bytes, " + std::to_string(stats.bytes_cached) + " bytes cached for reuse";
+}
+
 }  // namespace
 
 std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -61,7 +103,18 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Output
       throw InvalidArgumentError(
           node_error_message(*t, "cannot run target " + t->name() + ": the operation is from another graph"));
   }
-  return executor_->run(feeds, fetches, targets, options, run_metadata);
+  if (options.inter_op_thread_pool != 0)
+    throw InvalidArgumentError("Invalid inter_op_thread_pool: " + std::to_string(options.inter_op_thread_pool) +
+                               " (a session has one inter-op pool, number 0, of SessionOptions::inter_op_threads "
+                               "threads; the caller's thread always works in it)");
+  for (const std::string& watch : options.debug_options.debug_tensor_watch_opts) check_debug_watch(graph_, watch);
+  try {
+    return executor_->run(feeds, fetches, targets, options, run_metadata);
+  } catch (const ResourceExhaustedError& e) {
+    if (std::string_view(e.what()).find("OOM when allocating") == std::string_view::npos) throw;
+    throw ResourceExhaustedError(std::string(e.what()) +
+                                 out_of_memory_report(options.report_tensor_allocations_upon_oom));
+  }
 }
 
 std::vector<Tensor> Session::run_by_name(const FeedList& feeds, const std::vector<std::string>& fetch_names,

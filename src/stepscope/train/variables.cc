@@ -97,4 +97,8 @@ Output get_or_create_global_step_read(Graph& graph) {
   return read;
 }
 
+int64_t global_step_value(const Tensor& t) {
+  return t.dtype() == DType::kInt32 ? t.scalar_value<int32_t>() : t.scalar_value<int64_t>();
+}
+
 }  // namespace stepscope

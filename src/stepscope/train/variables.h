@@ -57,5 +57,7 @@ Variable get_global_step(const Graph& graph);
 // it is the value before that step's increment (TensorFlow's _get_or_create_global_step_read).
 // Null Output when there is no global step.
 Output get_or_create_global_step_read(Graph& graph);
+// The integer value of a fetched global step (int64 or int32).
+int64_t global_step_value(const Tensor& t);
 
 }  // namespace stepscope

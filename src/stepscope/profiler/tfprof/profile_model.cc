@@ -333,15 +333,8 @@ std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
       const int64_t n = nodes[i].steps_run;
       if (n <= 1) continue;
       NodeStats& s = out[i];
-      s.run_count /= n;
-      s.accelerator_exec_micros /= n;
-      s.cpu_exec_micros /= n;
+      for (int64_t NodeStats::*field : kSummedNodeStats) s.*field /= n;
       s.exec_micros /= n;
-      s.requested_bytes /= n;
-      s.peak_bytes /= n;
-      s.residual_bytes /= n;
-      s.output_bytes /= n;
-      s.float_ops /= n;
     }
   }
   for (size_t i = 0; i < nodes.size(); ++i)

@@ -108,6 +108,14 @@ struct NodeStats {
   int64_t output_bytes = 0;
   int64_t float_ops = 0;
 };
+// NodeStats' fields that are sums over runs, in the order saved profiles write them;
+// exec_micros is not one: it is always accelerator_exec_micros + cpu_exec_micros.
+inline constexpr int64_t NodeStats::*kSummedNodeStats[] = {
+    &NodeStats::run_count,       &NodeStats::accelerator_exec_micros,
+    &NodeStats::cpu_exec_micros, &NodeStats::requested_bytes,
+    &NodeStats::peak_bytes,      &NodeStats::residual_bytes,
+    &NodeStats::output_bytes,    &NodeStats::float_ops,
+};
 
 // "/job:.../device:CPU:0" lowercased ends in "/cpu:N", "/gpu:N", "/device:cpu:N" or
 // "/device:gpu:N" (TensorFlow's IsCanonicalDevice / CountAsCPUTime).

@@ -32,27 +32,11 @@ void append_dims(std::string& out, const std::vector<int64_t>& dims) {
 // The statistics GraphNodeProto and MultiGraphNodeProto share (the node's own, or its total).
 template <typename Node>
 void append_stats(std::string& out, const Node& n) {
-  append_int(out, "exec_micros", n.exec_micros);
-  append_int(out, "accelerator_exec_micros", n.accelerator_exec_micros);
-  append_int(out, "cpu_exec_micros", n.cpu_exec_micros);
-  append_int(out, "requested_bytes", n.requested_bytes);
-  append_int(out, "peak_bytes", n.peak_bytes);
-  append_int(out, "residual_bytes", n.residual_bytes);
-  append_int(out, "output_bytes", n.output_bytes);
-  append_int(out, "parameters", n.parameters);
-  append_int(out, "float_ops", n.float_ops);
+  for (const auto& s : kNodeStatistics<Node>) append_int(out, s.name, n.*s.self);
 }
 template <typename Node>
 void append_total_stats(std::string& out, const Node& n) {
-  append_int(out, "total_exec_micros", n.total_exec_micros);
-  append_int(out, "total_accelerator_exec_micros", n.total_accelerator_exec_micros);
-  append_int(out, "total_cpu_exec_micros", n.total_cpu_exec_micros);
-  append_int(out, "total_requested_bytes", n.total_requested_bytes);
-  append_int(out, "total_peak_bytes", n.total_peak_bytes);
-  append_int(out, "total_residual_bytes", n.total_residual_bytes);
-  append_int(out, "total_output_bytes", n.total_output_bytes);
-  append_int(out, "total_parameters", n.total_parameters);
-  append_int(out, "total_float_ops", n.total_float_ops);
+  for (const auto& s : kNodeStatistics<Node>) append_int(out, std::string("total_") + s.name, n.*s.total);
 }
 
 // "key":[item,item,...], each item written by append_item(out, item).

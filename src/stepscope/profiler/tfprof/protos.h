@@ -105,6 +105,28 @@ struct AdviceProto {
   std::string text() const;
 };
 
+// The nine statistics both messages carry for the node itself and in total, with TensorFlow's
+// field names (the total's is "total_" + name): copying, summing, resetting and writing them all
+// go over this one list.
+template <typename Proto>
+struct NodeStatistic {
+  const char* name;
+  int64_t Proto::*self;
+  int64_t Proto::*total;
+};
+template <typename Proto>
+inline constexpr NodeStatistic<Proto> kNodeStatistics[] = {
+    {"exec_micros", &Proto::exec_micros, &Proto::total_exec_micros},
+    {"accelerator_exec_micros", &Proto::accelerator_exec_micros, &Proto::total_accelerator_exec_micros},
+    {"cpu_exec_micros", &Proto::cpu_exec_micros, &Proto::total_cpu_exec_micros},
+    {"requested_bytes", &Proto::requested_bytes, &Proto::total_requested_bytes},
+    {"peak_bytes", &Proto::peak_bytes, &Proto::total_peak_bytes},
+    {"residual_bytes", &Proto::residual_bytes, &Proto::total_residual_bytes},
+    {"output_bytes", &Proto::output_bytes, &Proto::total_output_bytes},
+    {"parameters", &Proto::parameters, &Proto::total_parameters},
+    {"float_ops", &Proto::float_ops, &Proto::total_float_ops},
+};
+
 std::string to_json(const GraphNodeProto& node);
 std::string to_json(const MultiGraphNodeProto& node);
 std::string to_json(const AdviceProto& advice);

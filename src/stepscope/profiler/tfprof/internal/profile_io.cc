@@ -221,9 +221,7 @@ std::string encode_dropped_chunk(const ProfileModel& model) {
     if (d.steps == 0) continue;
     w.varint(i);
     w.varint(static_cast<uint64_t>(d.steps));
-    for (int64_t v : {d.sums.run_count, d.sums.accelerator_exec_micros, d.sums.cpu_exec_micros, d.sums.requested_bytes,
-                      d.sums.peak_bytes, d.sums.residual_bytes, d.sums.output_bytes, d.sums.float_ops})
-      w.zz(v);
+    for (int64_t NodeStats::*field : kSummedNodeStats) w.zz(d.sums.*field);
   }
   return chunk('A', p);
 }
@@ -366,9 +364,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           if (steps > static_cast<uint64_t>(INT32_MAX)) r.fail("dropped step count out of range");
           d.steps = static_cast<int64_t>(steps);
           NodeStats& s = d.sums;
-          for (int64_t* v : {&s.run_count, &s.accelerator_exec_micros, &s.cpu_exec_micros, &s.requested_bytes,
-                             &s.peak_bytes, &s.residual_bytes, &s.output_bytes, &s.float_ops})
-            *v = r.zz();
+          for (int64_t NodeStats::*field : kSummedNodeStats) s.*field = r.zz();
           // Wrapping, not undefined, on a hostile file.
           s.exec_micros = static_cast<int64_t>(static_cast<uint64_t>(s.accelerator_exec_micros) +
                                                static_cast<uint64_t>(s.cpu_exec_micros));

@@ -19,9 +19,8 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
   p.input_shapes.clear();
   p.children.clear();
   if (index < 0) {
-    p.run_count = p.exec_micros = p.accelerator_exec_micros = p.cpu_exec_micros = 0;
-    p.requested_bytes = p.peak_bytes = p.residual_bytes = p.output_bytes = 0;
-    p.parameters = p.float_ops = 0;
+    p.run_count = 0;
+    for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.self = 0;
     return;
   }
   const ModelNode& node = model.nodes[index];
@@ -43,69 +42,33 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
 
 void reset_totals(GraphNodeProto& p) {
   p.total_definition_count = p.total_run_count = 0;
-  p.total_exec_micros = p.total_accelerator_exec_micros = p.total_cpu_exec_micros = 0;
-  p.total_requested_bytes = p.total_peak_bytes = p.total_residual_bytes = p.total_output_bytes = 0;
-  p.total_parameters = p.total_float_ops = 0;
+  for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.total = 0;
   p.children.clear();
 }
 
 void reset_totals(MultiGraphNodeProto& p) {
-  p.total_exec_micros = p.total_accelerator_exec_micros = p.total_cpu_exec_micros = 0;
-  p.total_requested_bytes = p.total_peak_bytes = p.total_residual_bytes = p.total_output_bytes = 0;
-  p.total_parameters = p.total_float_ops = 0;
+  for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.total = 0;
   p.children.clear();
 }
 
 void add_self_to_totals(GraphNodeProto& p) {
   p.total_definition_count += 1;
   p.total_run_count += p.run_count;
-  p.total_exec_micros += p.exec_micros;
-  p.total_accelerator_exec_micros += p.accelerator_exec_micros;
-  p.total_cpu_exec_micros += p.cpu_exec_micros;
-  p.total_requested_bytes += p.requested_bytes;
-  p.total_peak_bytes += p.peak_bytes;
-  p.total_residual_bytes += p.residual_bytes;
-  p.total_output_bytes += p.output_bytes;
-  p.total_parameters += p.parameters;
-  p.total_float_ops += p.float_ops;
+  for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.total += p.*s.self;
 }
 
 void add_self_to_totals(MultiGraphNodeProto& p) {
-  p.total_exec_micros += p.exec_micros;
-  p.total_accelerator_exec_micros += p.accelerator_exec_micros;
-  p.total_cpu_exec_micros += p.cpu_exec_micros;
-  p.total_requested_bytes += p.requested_bytes;
-  p.total_peak_bytes += p.peak_bytes;
-  p.total_residual_bytes += p.residual_bytes;
-  p.total_output_bytes += p.output_bytes;
-  p.total_parameters += p.parameters;
-  p.total_float_ops += p.float_ops;
+  for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.total += p.*s.self;
 }
 
 void aggregate_totals(GraphNodeProto& into, const GraphNodeProto& from) {
   into.total_run_count += from.total_run_count;
   into.total_definition_count += from.total_definition_count;
-  into.total_exec_micros += from.total_exec_micros;
-  into.total_accelerator_exec_micros += from.total_accelerator_exec_micros;
-  into.total_cpu_exec_micros += from.total_cpu_exec_micros;
-  into.total_requested_bytes += from.total_requested_bytes;
-  into.total_peak_bytes += from.total_peak_bytes;
-  into.total_residual_bytes += from.total_residual_bytes;
-  into.total_output_bytes += from.total_output_bytes;
-  into.total_parameters += from.total_parameters;
-  into.total_float_ops += from.total_float_ops;
+  for (const auto& s : kNodeStatistics<GraphNodeProto>) into.*s.total += from.*s.total;
 }
 
 void aggregate_totals(MultiGraphNodeProto& into, const MultiGraphNodeProto& from) {
-  into.total_exec_micros += from.total_exec_micros;
-  into.total_accelerator_exec_micros += from.total_accelerator_exec_micros;
-  into.total_cpu_exec_micros += from.total_cpu_exec_micros;
-  into.total_requested_bytes += from.total_requested_bytes;
-  into.total_peak_bytes += from.total_peak_bytes;
-  into.total_residual_bytes += from.total_residual_bytes;
-  into.total_output_bytes += from.total_output_bytes;
-  into.total_parameters += from.total_parameters;
-  into.total_float_ops += from.total_float_ops;
+  for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) into.*s.total += from.*s.total;
 }
 
 bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth) {
@@ -220,9 +183,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
                          const std::vector<int32_t>& nodes, const ProfileModel& model,
                          const std::vector<NodeStats>& stats, const NameMatcher& account) {
   p.name = std::string(name);
-  p.exec_micros = p.accelerator_exec_micros = p.cpu_exec_micros = 0;
-  p.requested_bytes = p.peak_bytes = p.residual_bytes = p.output_bytes = 0;
-  p.parameters = p.float_ops = 0;
+  for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.self = 0;
   p.graph_nodes.clear();
   extra.op_types.clear();
   extra.devices.clear();
