@@ -4,12 +4,12 @@
 //     product split into row or column blocks over the session's pool); includes the ~µs of
 //     Session::run overhead.
 //   BM_OpenBlasThreads/M/K/N/threads: one cblas_sgemm call with OpenBLAS's own threads.
-// The context line "openblas_core" shows which kernels OpenBLAS runs (ops/kernels/blas.h picks
+// The context line "openblas_core" shows which kernels OpenBLAS runs (ops/internal/blas.h picks
 // them unless OPENBLAS_CORETYPE is set).
 #include <benchmark/benchmark.h>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/blas.h"
+#include "stepscope/ops/internal/blas.h"
 #include "stepscope/ops/linalg_ops.h"
 #include "stepscope/ops/registry.h"
 #include "stepscope/runtime/session.h"

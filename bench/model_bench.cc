@@ -26,7 +26,7 @@
 #include "models.h"
 #include "stepscope/base/error.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/blas.h"
+#include "stepscope/ops/internal/blas.h"
 #include "stepscope/ops/linalg_ops.h"
 
 namespace stepscope::bench {

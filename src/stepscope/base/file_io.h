@@ -10,6 +10,9 @@
 //  - plain files are read as they are: their size is their own bound.
 #pragma once
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -17,6 +20,27 @@
 #include <vector>
 
 namespace stepscope {
+
+// An open file descriptor, closed when the Fd goes (or by close(), which reports the error that
+// a write-back at close may bring: errno, or 0).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
 
 // ----- Writing -----------------------------------------------------------------------------
 

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "stepscope/graph/kernel_context.h"
-#include "stepscope/ops/kernels/cast.h"
-#include "stepscope/ops/kernels/op_util.h"
-#include "stepscope/ops/kernels/transpose.h"
+#include "stepscope/ops/internal/cast.h"
+#include "stepscope/ops/internal/op_util.h"
+#include "stepscope/ops/internal/transpose.h"
 #include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/reduction_ops.h"
 #include "stepscope/ops/registry.h"

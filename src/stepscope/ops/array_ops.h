@@ -77,7 +77,7 @@ Output fill(const Scope& scope, Output dims, Output value, CallSite site = CallS
 Output zeros_like(const Scope& scope, Output x, CallSite site = CallSite::current());
 Output ones_like(const Scope& scope, Output x, CallSite site = CallSite::current());
 
-// Converts every element to `to` (see kernels/cast.h for the exact rules); forwards the input
+// Converts every element to `to` (see ops/internal/cast.h for the exact rules); forwards the input
 // when it already has that dtype.
 Output cast(const Scope& scope, Output x, DType to, CallSite site = CallSite::current());
 

@@ -12,8 +12,8 @@
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/node.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/blas.h"
-#include "stepscope/ops/kernels/dnnl.h"
+#include "stepscope/ops/internal/blas.h"
+#include "stepscope/ops/internal/dnnl.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
@@ -259,7 +259,7 @@ void max_pool_grad_shape(ShapeContext& c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Conv2D: float32 on oneDNN (ops/kernels/dnnl.h); float64 here, im2col + GEMM. Each output pixel (n, oh, ow) is one row of the patch matrix
+// Conv2D: float32 on oneDNN (ops/internal/dnnl.h); float64 here, im2col + GEMM. Each output pixel (n, oh, ow) is one row of the patch matrix
 // [rows, kh*kw*depth] (laid out like the HWIO filter's first three axes), so that
 // output[rows, out_depth] = patches x filter[kh*kw*depth, out_depth]. Rows go in blocks sized to
 // keep a block's patches in cache; blocks are fixed by the geometry (not by the thread count),

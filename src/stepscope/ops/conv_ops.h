@@ -2,7 +2,7 @@
 // backward ops of their gradient rules, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad.
 // Registered through register_nn_ops.
 //
-// Kernels: float32 convolutions run on oneDNN (ops/kernels/dnnl.h: 2-3x im2col + OpenBLAS on the
+// Kernels: float32 convolutions run on oneDNN (ops/internal/dnnl.h: 2-3x im2col + OpenBLAS on the
 // LeNet and deep-CNN shapes of bench/model_bench); float64 ones on im2col + OpenBLAS GEMMs.
 // MaxPool and MaxPoolGrad are our own loops: they move memory, not arithmetic (LeNet's 2.3 ms
 // MaxPoolGrad reads and writes ~25 MB), and oneDNN's pooling backward needs a workspace from

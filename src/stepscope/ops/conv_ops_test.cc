@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "stepscope/graph/node.h"
-#include "stepscope/ops/kernels/dnnl.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/ops/array_ops.h"
+#include "stepscope/ops/internal/dnnl.h"
 #include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
@@ -590,7 +590,7 @@ TEST(Conv2DBackprop, ManyBlocksOverThreads) {
   check_conv_backprop_against_naive<float>({4, 32, 32, 8, 1, 1, 16, 1, 1, true}, 1e-4, 4);  // direct, many blocks
 }
 
-// float32 runs on oneDNN in chunks of 8 images (ops/kernels/dnnl.h): 11 images make a full chunk
+// float32 runs on oneDNN in chunks of 8 images (ops/internal/dnnl.h): 11 images make a full chunk
 // and a short one, each with its own primitive. The three ops give the same bits for any
 // intra-op thread count, and building the step again reuses the cached primitives.
 TEST(Conv2D, ForwardAndBackpropGiveTheSameBitsForAnyThreadCount) {

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "stepscope/graph/kernel_context.h"
-#include "stepscope/ops/kernels/blas.h"
-#include "stepscope/ops/kernels/dnnl.h"
+#include "stepscope/ops/internal/blas.h"
+#include "stepscope/ops/internal/dnnl.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

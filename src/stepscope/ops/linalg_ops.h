@@ -1,6 +1,6 @@
 // Linear algebra ops: MatMul.
 //
-// float32 MatMul runs on oneDNN (ops/kernels/dnnl.h), float64 on OpenBLAS (ops/kernels/blas.h,
+// float32 MatMul runs on oneDNN (ops/internal/dnnl.h), float64 on OpenBLAS (ops/internal/blas.h,
 // which loads it single-threaded and with kernels that match the CPU). Either way a large
 // product is split into blocks of rows or columns of the result (whichever side is longer),
 // fixed by the shapes, over the session's intra-op pool (KernelContext::parallel_for). Why:

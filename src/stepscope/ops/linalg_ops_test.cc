@@ -96,7 +96,7 @@ TEST(MatMul, AllTransposesAgainstNaiveReference) {
   }
 }
 
-// float32 runs on oneDNN in blocks of 128 rows or columns (ops/kernels/dnnl.h), fixed by the
+// float32 runs on oneDNN in blocks of 128 rows or columns (ops/internal/dnnl.h), fixed by the
 // shapes: every transpose combination, with a short last block, gives the same bits for any
 // intra-op thread count.
 TEST(MatMul, Float32GivesTheSameBitsForAnyThreadCount) {

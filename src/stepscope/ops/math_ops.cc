@@ -10,9 +10,9 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/cwise.h"
-#include "stepscope/ops/kernels/math_functors.h"
-#include "stepscope/ops/kernels/reduce.h"
+#include "stepscope/ops/internal/cwise.h"
+#include "stepscope/ops/internal/math_functors.h"
+#include "stepscope/ops/internal/reduce.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

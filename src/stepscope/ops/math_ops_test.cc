@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/cwise.h"
-#include "stepscope/testing/op_test_util.h"
+#include "stepscope/ops/internal/cwise.h"
 #include "stepscope/ops/registry.h"
 #include "stepscope/testing/error_text.h"
+#include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
 namespace {

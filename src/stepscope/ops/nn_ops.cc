@@ -11,7 +11,7 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/node.h"
-#include "stepscope/ops/kernels/vector_math.h"
+#include "stepscope/ops/internal/vector_math.h"
 #include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/registry.h"
 
@@ -152,7 +152,7 @@ T row_max(const T* x, int64_t n) {
   return m;
 }
 
-// e^x: the vectorisable float version (ops/kernels/vector_math.h), libm's for double.
+// e^x: the vectorisable float version (ops/internal/vector_math.h), libm's for double.
 template <typename T>
 inline T exp_of(T x) {
   if constexpr (std::is_same_v<T, float>)

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "stepscope/graph/kernel_context.h"
-#include "stepscope/ops/kernels/op_util.h"
-#include "stepscope/ops/kernels/philox.h"
+#include "stepscope/ops/internal/op_util.h"
+#include "stepscope/ops/internal/philox.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/philox.h"
+#include "stepscope/ops/internal/philox.h"
 #include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {

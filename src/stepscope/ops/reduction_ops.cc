@@ -7,7 +7,7 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/reduce.h"
+#include "stepscope/ops/internal/reduce.h"
 #include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/registry.h"
 

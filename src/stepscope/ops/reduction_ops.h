@@ -12,7 +12,7 @@
 // graph-build time, so the axes cannot be listed).
 //
 // Results are deterministic whatever the thread count, and float sums are pairwise (see
-// kernels/reduce.h).
+// ops/internal/reduce.h).
 //
 // Gradients: Sum broadcasts the gradient back over the reduced axes (BroadcastTo), Mean does the
 // same and divides by the count in one pass (MeanGrad, the count from the run-time shapes), Max

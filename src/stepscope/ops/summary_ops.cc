@@ -2,9 +2,9 @@
 
 #include <unordered_set>
 
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
-#include "stepscope/ops/kernels/proto_wire.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {

@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
-#include "stepscope/profiler/json_out.h"
 #include "stepscope/runtime/step_stats.h"
 
 namespace stepscope {

@@ -5,8 +5,8 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/graph/node_label.h"
-#include "stepscope/ops/kernels/proto_wire.h"
 
 namespace stepscope {
 

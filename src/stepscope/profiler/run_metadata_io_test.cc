@@ -6,11 +6,11 @@
 #include <filesystem>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/ops/all_ops.h"
-#include "stepscope/ops/kernels/proto_wire.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/profiler/timeline_test_util.h"
-#include "stepscope/base/file_io.h"
 #include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {

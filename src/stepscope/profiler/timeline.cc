@@ -8,9 +8,9 @@
 #include <mutex>
 #include <string_view>
 
+#include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
-#include "stepscope/profiler/json_out.h"
 #include "stepscope/profiler/node_cost.h"
 #include "stepscope/runtime/step_stats.h"
 

@@ -9,7 +9,7 @@
 #include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/op_def.h"
-#include "stepscope/runtime/executor_plan.h"
+#include "stepscope/runtime/internal/executor_plan.h"
 #include "stepscope/runtime/step_stats_builder.h"
 
 namespace stepscope {

@@ -6,7 +6,7 @@
 
 #include "stepscope/base/clock.h"
 #include "stepscope/base/thread_pool.h"
-#include "stepscope/runtime/executor_plan.h"
+#include "stepscope/runtime/internal/executor_plan.h"
 
 namespace stepscope {
 

@@ -7,11 +7,12 @@
 #include <sstream>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
+#include "stepscope/base/version.h"
 #include "stepscope/profiler/critical_path.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 #include "stepscope/tools/trace_server.h"
 
@@ -163,6 +164,7 @@ void stop_serving(int) {
 int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::ostream& err) {
   CLI::App app{"stepscope: look at the traces and profiles of training runs", "stepscope"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "stepscope " STEPSCOPE_VERSION);
   // For every command that reads files: a gzipped input may inflate this far, no further.
   uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes;
   auto add_limit = [&](CLI::App& command) {

@@ -6,12 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "stepscope/base/file_io.h"
+#include "stepscope/base/version.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
-#include "stepscope/base/file_io.h"
-#include "stepscope/testing/trace_validator.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 #include "stepscope/testing/temp_dir.h"
@@ -176,6 +177,12 @@ TEST_F(CliTest, CriticalPathOfASavedStep) {
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_FALSE(json["path"].empty()) << r.out;
   EXPECT_EQ(json["path"].back()["op_type"], "NoOp") << r.out;
+}
+
+TEST(Cli, VersionPrintsTheProjectVersion) {
+  const CliResult r = cli({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "stepscope " STEPSCOPE_VERSION "\n");
 }
 
 TEST(Cli, HelpListsEveryTfprofFlag) {

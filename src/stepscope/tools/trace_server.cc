@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "stepscope/base/error.h"
-#include "stepscope/profiler/json_out.h"
+#include "stepscope/base/json_out.h"
 
 namespace stepscope {
 

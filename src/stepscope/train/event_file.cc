@@ -17,7 +17,7 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
-#include "stepscope/ops/kernels/proto_wire.h"
+#include "stepscope/base/proto_wire.h"
 
 namespace stepscope {
 

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "stepscope/base/file_io.h"
+#include "stepscope/base/json_out.h"
 
 namespace stepscope {
 
@@ -94,78 +95,16 @@ bool dtype_from_st(std::string_view name, DType* out) {
 // Index of the first byte that is not part of well-formed UTF-8 (Rust's str::from_utf8 rules:
 // no overlong forms, no surrogates, nothing above U+10FFFF), or npos.
 size_t invalid_utf8_at(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    if (c < 0x80) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;
       continue;
     }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
-    i += len;
+    const size_t n = json_out::utf8_sequence_length(s, i);
+    if (n == 0) return i;
+    i += n;
   }
   return std::string_view::npos;
-}
-
-// JSON string literal, escaped as serde_json does.
-void append_json_string(std::string& out, std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  out += '"';
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
 }
 
 // Names in messages: backquoted like the reference's, with control bytes made visible.
@@ -198,20 +137,6 @@ uint64_t get_u64_le(const char* in) {
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   return v;
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Header parsing and validation.
@@ -471,16 +396,16 @@ Layout layout_of(const NamedTensors& tensors, const std::map<std::string, std::s
     for (const auto& [k, v] : metadata) {
       if (!first) json += ',';
       first = false;
-      append_json_string(json, k);
+      json_out::append_string(json, k);
       json += ':';
-      append_json_string(json, v);
+      json_out::append_string(json, v);
     }
     json += '}';
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : l.order) {
     if (json.size() > 1) json += ',';
-    append_json_string(json, *name);
+    json_out::append_string(json, *name);
     json += ":{\"dtype\":\"";
     json += st_dtype_of(t->dtype()).name;
     json += "\",\"shape\":[";

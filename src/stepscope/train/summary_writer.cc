@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <variant>
 
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/graph/node.h"
-#include "stepscope/ops/kernels/proto_wire.h"
 
 namespace stepscope {
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/ops/all_ops.h"
-#include "stepscope/ops/kernels/proto_wire.h"
 #include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {

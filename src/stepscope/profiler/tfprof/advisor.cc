@@ -1,11 +1,10 @@
 #include "stepscope/profiler/tfprof/advisor.h"
 
-#include "stepscope/profiler/tfprof/critical_path_checker.h"
-
 #include <algorithm>
 #include <cstdio>
 
 #include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/internal/critical_path_checker.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 

@@ -3,8 +3,8 @@
 // lines under the root, where TensorFlow has a level per Python stack frame.
 #include <map>
 
-#include "stepscope/profiler/tfprof/show.h"
-#include "stepscope/profiler/tfprof/views.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
+#include "stepscope/profiler/tfprof/internal/views.h"
 
 namespace stepscope::tfprof {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <sstream>
 
+#include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/tfprof_test_util.h"
-#include "stepscope/profiler/tfprof/views.h"
 
 namespace stepscope {
 namespace {

@@ -4,8 +4,8 @@
 #include <map>
 #include <tuple>
 
-#include "stepscope/profiler/tfprof/show.h"
-#include "stepscope/profiler/tfprof/views.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
+#include "stepscope/profiler/tfprof/internal/views.h"
 
 namespace stepscope::tfprof {
 namespace {

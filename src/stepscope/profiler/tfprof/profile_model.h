@@ -145,8 +145,9 @@ class ProfileModel {
   // the averages (stats(-1)) still cover every step ever added. A step added again after it
   // was dropped counts as another step.
   size_t max_steps = 0;
-  std::vector<DroppedTotals> dropped;  // indexed by node; empty until a step is dropped
+  std::vector<DroppedTotals> dropped;    // indexed by node; empty until a step is dropped
   bool miss_accelerator_stream = false;  // a step had GPU scheduling but no stream:all stats
+  std::string stepscope_version;         // of the program that saved the profile ("" before 0.1)
   // Bumped when nodes are added (the views' structures are rebuilt) / when steps change.
   uint64_t structure_version = 0;
   uint64_t steps_version = 0;

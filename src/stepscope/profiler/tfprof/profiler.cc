@@ -4,14 +4,14 @@
 #include <map>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/tfprof/format.h"
-#include "stepscope/profiler/tfprof/profile_io.h"
+#include "stepscope/profiler/tfprof/internal/profile_io.h"
+#include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
-#include "stepscope/profiler/tfprof/views.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/base/file_io.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "stepscope/profiler/json_out.h"
+#include "stepscope/base/json_out.h"
 
 namespace stepscope {
 namespace {
@@ -97,7 +97,7 @@ AdvisorOptions AdvisorOptions::tensorflow() {
 
 AdvisorOptions AdvisorOptions::all() {
   AdvisorOptions o = tensorflow();
-  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/critical_path_checker.h)
+  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/internal/critical_path_checker.h)
   return o;
 }
 

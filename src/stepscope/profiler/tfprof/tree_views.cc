@@ -1,8 +1,8 @@
 // The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
 #include <map>
 
-#include "stepscope/profiler/tfprof/show.h"
-#include "stepscope/profiler/tfprof/views.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
+#include "stepscope/profiler/tfprof/internal/views.h"
 
 namespace stepscope::tfprof {
 namespace {

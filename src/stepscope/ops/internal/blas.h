@@ -1,5 +1,5 @@
 // GEMM through OpenBLAS, loaded at first use rather than linked: the float64 MatMul and Conv2D
-// kernels (float32 ones run on oneDNN, ops/kernels/dnnl.h).
+// kernels (float32 ones run on oneDNN, ops/internal/dnnl.h).
 //
 // Why: OpenBLAS picks its kernels when the library loads, and 0.3.21 (Debian 12) does not
 // recognise recent Intel CPUs (e.g. Sapphire Rapids) and falls back to its "Prescott" SSE kernels,

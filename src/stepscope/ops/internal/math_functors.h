@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "stepscope/core/dtype.h"
-#include "stepscope/ops/kernels/vector_math.h"
+#include "stepscope/ops/internal/vector_math.h"
 
 namespace stepscope::math_functors {
 

@@ -1,9 +1,10 @@
-#include "stepscope/profiler/tfprof/profile_io.h"
+#include "stepscope/profiler/tfprof/internal/profile_io.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/version.h"
 
 namespace stepscope::tfprof {
 namespace {
@@ -50,10 +51,22 @@ std::string decode_error(const std::string& bytes) {
 
 TEST(ProfileIo, ValidHandMadeFileDecodes) {
   const ProfileModel model = one_node_model();
-  const ProfileModel back =
-      decode_profile(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0), "x");
+  const ProfileModel back = decode_profile(
+      encode_header() + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0), "x");
   ASSERT_EQ(back.nodes.size(), 1u);
   EXPECT_EQ(back.nodes[0].graph_id, 0);
+  EXPECT_EQ(back.stepscope_version, STEPSCOPE_VERSION);
+}
+
+// Files written before the version chunk existed have none, and still load.
+TEST(ProfileIo, FileWithoutVersionChunkDecodes) {
+  const ProfileModel model = one_node_model();
+  std::string header(kProfileMagic);
+  header += std::string("\x01\x00\x00\x00", 4);  // format version 1, LE
+  const ProfileModel back =
+      decode_profile(header + encode_model_chunk(model) + encode_state_chunk(model) + encode_end_chunk(0), "x");
+  ASSERT_EQ(back.nodes.size(), 1u);
+  EXPECT_EQ(back.stepscope_version, "");
 }
 
 // Issue 12 (3): one node's graph_id set to 4e8 made loading take 1.6 GB and 33 s (a table

@@ -1,4 +1,4 @@
-#include "stepscope/ops/kernels/dnnl.h"
+#include "stepscope/ops/internal/dnnl.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,8 +1,9 @@
-#include "stepscope/profiler/tfprof/profile_io.h"
+#include "stepscope/profiler/tfprof/internal/profile_io.h"
 
 #include <zlib.h>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/version.h"
 
 namespace stepscope::tfprof {
 namespace {
@@ -127,7 +128,9 @@ std::string chunk(char tag, const std::string& payload) {
 std::string encode_header() {
   std::string out(kProfileMagic);
   Writer(out).u32(kProfileFormatVersion);
-  return out;
+  std::string version;
+  Writer(version).str(STEPSCOPE_VERSION);
+  return out + chunk('V', version);
 }
 
 std::string encode_model_chunk(const ProfileModel& model) {
@@ -255,6 +258,10 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
       return static_cast<int32_t>(v);
     };
     switch (tag) {
+      case 'V':
+        if (have_model || !model.stepscope_version.empty()) r.fail("misplaced version chunk");
+        model.stepscope_version = r.str();
+        break;
       case 'M': {
         if (have_model) r.fail("two model chunks");
         have_model = true;

@@ -1,7 +1,7 @@
 // vector_math against libm (in double, rounded: the correctly rounded float result), on a
 // sweep of bit patterns and on the special values; and the ops that use it give the same bits
 // whatever the intra-op thread count (a vectorised loop body and its scalar tail agree).
-#include "stepscope/ops/kernels/vector_math.h"
+#include "stepscope/ops/internal/vector_math.h"
 
 #include <gtest/gtest.h>
 

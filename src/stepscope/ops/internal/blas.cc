@@ -1,4 +1,4 @@
-#include "stepscope/ops/kernels/blas.h"
+#include "stepscope/ops/internal/blas.h"
 
 #include <dlfcn.h>
 

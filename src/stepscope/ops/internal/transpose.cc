@@ -1,4 +1,4 @@
-#include "stepscope/ops/kernels/transpose.h"
+#include "stepscope/ops/internal/transpose.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "stepscope/profiler/tfprof/critical_path_checker.h"
+#include "stepscope/profiler/tfprof/internal/critical_path_checker.h"
 
 #include <algorithm>
 #include <string>

@@ -6,7 +6,8 @@
 //   u32 version               little-endian, 1
 //   chunks                    each: u8 tag, u32 payload size (LE), payload, u32 CRC-32 of the
 //                             payload (zlib's crc32, LE)
-// Chunks, in this order: 'M' (the graph model), 'D' (devices and what the steps taught about the
+// Chunks, in this order: 'V' (the stepscope version that wrote the file: a string; files written
+// before it existed have none), 'M' (the graph model), 'D' (devices and what the steps taught about the
 // nodes), one 'S' per step (ascending), 'E' (end: the number of 'S' chunks). Numbers inside
 // payloads are LEB128 varints, signed ones zigzag-encoded ("zz"); a string is a varint length
 // and its bytes.
@@ -44,7 +45,7 @@ namespace stepscope::tfprof {
 inline constexpr std::string_view kProfileMagic = "SSTFPROF";
 inline constexpr uint32_t kProfileFormatVersion = 1;
 
-// The file header (magic and version).
+// The file header (magic, format version, and the 'V' chunk naming the stepscope version).
 std::string encode_header();
 // One chunk each (tag, size, payload, CRC).
 std::string encode_model_chunk(const ProfileModel& model);

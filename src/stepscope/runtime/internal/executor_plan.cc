@@ -1,4 +1,4 @@
-#include "stepscope/runtime/executor_plan.h"
+#include "stepscope/runtime/internal/executor_plan.h"
 
 #include <algorithm>
 #include <unordered_map>

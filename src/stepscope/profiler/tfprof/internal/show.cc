@@ -1,4 +1,4 @@
-#include "stepscope/profiler/tfprof/show.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
 
 namespace stepscope::tfprof {
 

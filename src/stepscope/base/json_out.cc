@@ -1,4 +1,4 @@
-#include "stepscope/profiler/json_out.h"
+#include "stepscope/base/json_out.h"
 
 namespace stepscope::json_out {
 
