@@ -20,7 +20,8 @@ TEST(RunOptions, OnlyInterOpPoolZeroExists) {
   Scope s(g);
   auto c = constant(s.with_op_name("c"), 3.0f);
   Session sess(g);
-  RunOptions options{.inter_op_thread_pool = 1};
+  RunOptions options;
+  options.inter_op_thread_pool = 1;
   EXPECT_THAT(testing::error_text<InvalidArgumentError>([&] { sess.run({}, {c}, {}, options); }),
               HasSubstr("Invalid inter_op_thread_pool: 1 (a session has one inter-op pool, number 0"));
   options.inter_op_thread_pool = -1;
@@ -66,7 +67,8 @@ TEST(RunOptions, OutOfMemoryGivesTheAllocatorsFiguresWhenAskedAndAHintOtherwise)
                                 "report_tensor_allocations_upon_oom to RunOptions for current allocation info."));
   EXPECT_THAT(hinted, Not(HasSubstr("Current usage")));
 
-  RunOptions options{.report_tensor_allocations_upon_oom = true};
+  RunOptions options;
+  options.report_tensor_allocations_upon_oom = true;
   const std::string reported = testing::error_text<ResourceExhaustedError>([&] { sess.run({}, {huge}, {}, options); });
   EXPECT_THAT(reported, HasSubstr("[Fill] huge: OOM when allocating"));
   EXPECT_THAT(reported, HasSubstr("\nCurrent usage from device: CPU, allocator: " + cpu_allocator()->name() + "\n  "));

@@ -70,7 +70,9 @@ namespace testing {
 void expect_gradient_matches(Output x, const Tensor& x_value, Output y, const FeedList& feeds,
                              const GradientExpectation& expectation) {
   const GradientCheckResult r = check_gradient(x, x_value, y, feeds, expectation.delta);
-  if (expectation.expect_nonzero) EXPECT_GT(r.max_value, 1e-3) << "the Jacobian should not be (nearly) zero";
+  if (expectation.expect_nonzero) {
+    EXPECT_GT(r.max_value, 1e-3) << "the Jacobian should not be (nearly) zero";
+  }
   EXPECT_LE(r.max_error, expectation.tolerance * (1 + r.max_value))
       << "d " << y.name() << " / d " << x.name() << ": max error " << r.max_error << ", max value " << r.max_value;
 }
