@@ -1,0 +1,2 @@
+// A hooks file including a core header: allowed (core is below hooks).
+#include "stepscope/core/tensor.h"
