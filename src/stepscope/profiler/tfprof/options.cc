@@ -7,19 +7,13 @@
 #include <re2/re2.h>
 
 #include "stepscope/base/error.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/view_options.h"
 
 namespace stepscope {
 namespace {
 
-std::string join(const std::vector<std::string>& items, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    out += items[i];
-  }
-  return out;
-}
+using tfprof::join;
 
 std::vector<std::string> split_skip_empty(std::string_view s, char sep) {
   std::vector<std::string> parts;
