@@ -471,7 +471,9 @@ void Timeline::Impl::analyze_memory(size_t k) {
     int64_t total = 0;
     for (size_t p = 0; p < s.points.size(); ++p) {
       const Point& pt = s.points[p];
-      total += pt.delta;
+      // Saturating: the byte counts of a hostile file must not overflow (real ones are far below).
+      if (__builtin_add_overflow(total, pt.delta, &total))
+        total = pt.delta > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
       s.totals[p] = total;
       if (pt.delta >= 0) {
         intervals[pt.interval].alloc_pos = static_cast<uint32_t>(p);
