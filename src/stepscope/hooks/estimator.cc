@@ -95,8 +95,9 @@ void validate_spec(const EstimatorSpec& spec, ModeKeys mode, const Graph& graph)
                                    "same name.");
       if (name.empty() || name.find_first_of(" \t\n=") != std::string::npos)
         throw InvalidArgumentError("Metric name \"" + name + "\" must be non-empty, without spaces or '='.");
-      if (!metric) throw InvalidArgumentError("eval_metric_ops[\"" + name + "\"] is a null tensor.");
-      check_graph(metric, "eval_metric_ops[\"" + name + "\"]");
+      if (!metric.value) throw InvalidArgumentError("eval_metric_ops[\"" + name + "\"] is a null tensor.");
+      check_graph(metric.value, "eval_metric_ops[\"" + name + "\"]");
+      check_graph(metric.update_op, "eval_metric_ops[\"" + name + "\"].update_op");
     }
   }
 }
@@ -274,34 +275,43 @@ std::map<std::string, double> Estimator::evaluate(const InputFn& input_fn, Evalu
   const EstimatorSpec spec = model_fn_(features, labels, ModeKeys::EVAL, root);
   validate_spec(spec, ModeKeys::EVAL, graph);
 
-  std::vector<Fetch> fetch_list = {spec.loss};
+  // Every metric streams: a per-batch tensor (and the loss) is averaged by a metrics::mean.
+  Scope metric_scope = root.with_name_scope("metrics");
   std::vector<std::string> names = {kLossKey};
+  std::vector<metrics::Metric> streams = {metrics::mean(metric_scope, spec.loss, {}, kLossKey)};
   for (const auto& [name, metric] : spec.eval_metric_ops) {
-    fetch_list.push_back(metric);
     names.push_back(name);
+    streams.push_back(metric.update_op ? metrics::Metric{metric.value, metric.update_op}
+                                       : metrics::mean(metric_scope, metric.value, {}, name));
+  }
+  std::vector<Fetch> updates;
+  std::vector<Output> values;
+  for (const metrics::Metric& m : streams) {
+    updates.push_back(m.update_op);
+    values.push_back(m.value);
   }
   std::vector<SessionRunHook*> hooks = options.hooks;
   std::optional<StopAfterNEvalsHook> stop_after;
   if (options.steps) hooks.push_back(&stop_after.emplace(*options.steps));
 
+  // The Scaffold's local_init_op zeroes the metrics' counts when the session starts.
   SingularMonitoredSession session(
       graph,
       {.hooks = hooks, .session_options = config_.session_options, .checkpoint_filename_with_path = checkpoint_path});
-  std::vector<double> sums(names.size(), 0.0);
   int64_t batches = 0;
-  const Fetch fetches = Fetch::list(fetch_list);
+  const Fetch update_fetches = Fetch::list(updates);
   while (!session.should_stop()) {
-    const FetchResult result = session.run(fetches);
+    const FetchResult result = session.run(update_fetches);
     if (result.empty()) continue;  // the input ended
-    for (size_t i = 0; i < names.size(); ++i) sums[i] += scalar_as_double(result[i].tensor(), names[i]);
     ++batches;
   }
+  const std::vector<Tensor> final_values = session.raw_session().run(values);
   const int64_t step = global_step_value(session.raw_session().run(global_step.value()));
   session.close();
 
   std::map<std::string, double> metrics;
-  // TF's mean metric of nothing is 0 (div_no_nan).
-  for (size_t i = 0; i < names.size(); ++i) metrics[names[i]] = batches == 0 ? 0.0 : sums[i] / batches;
+  // A metric of nothing is 0 (div_no_nan), as in TF.
+  for (size_t i = 0; i < names.size(); ++i) metrics[names[i]] = scalar_as_double(final_values[i], names[i]);
   metrics[kGlobalStepKey] = static_cast<double>(step);
   if (batches == 0) config_.log.log_warning("Evaluation ran no steps. Perhaps the input is empty.");
   std::string line = "Saving dict for global step " + std::to_string(step) + ":";

@@ -16,10 +16,9 @@
 // checkpoints, so a new Estimator on the same directory continues where the last one stopped.
 //
 // Differences from TensorFlow, on purpose:
-//   - eval_metric_ops are plain tensors, each computing the metric over ONE batch (not streaming
-//     (value, update_op) pairs). evaluate() runs them with every batch and returns, per metric,
-//     the mean over the batches, each batch weighing the same (a smaller last batch counts as a
-//     full one). "loss" is averaged the same way, as TF's metrics.mean(loss) does.
+//   - eval_metric_ops take, besides TF's (value, update_op) pairs (train/metrics.h), a plain
+//     tensor computing a metric over ONE batch: evaluate() averages it over the batches
+//     (metrics::mean of it), each batch weighing the same. "loss" is averaged that way, as TF does.
 //   - Evaluation results are recorded, besides being returned, as one line per evaluation in
 //     `<eval_dir>/eval_metrics.txt` ("global_step=<n> <name>=<value> ..."), which the
 //     early-stopping hooks read (TF writes them to the eval directory's event files and reads
@@ -43,20 +42,32 @@
 #include "stepscope/hooks/timer.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/dataset.h"
+#include "stepscope/train/metrics.h"
 
 namespace stepscope {
 
 // tf.estimator.ModeKeys (PREDICT is accepted by EstimatorSpec but no loop here uses it).
 enum class ModeKeys { TRAIN, EVAL, PREDICT };
 
+// One eval metric: a streaming (value, update_op) pair, as tf.metrics returns (evaluate() runs
+// update_op on every batch and reports value at the end), or a tensor computing the metric on one
+// batch (update_op null; evaluate() reports its mean over the batches).
+struct EvalMetricOp {
+  EvalMetricOp() = default;
+  EvalMetricOp(metrics::Metric metric) : value(metric.value), update_op(metric.update_op) {}  // NOLINT
+  EvalMetricOp(Output per_batch) : value(per_batch) {}                                        // NOLINT
+  Output value = {};
+  Output update_op = {};
+};
+
 // What a model_fn returns.
 struct EstimatorSpec {
   ModeKeys mode = ModeKeys::TRAIN;
   Output loss = {};          // a scalar; required for TRAIN and EVAL
   Node* train_op = nullptr;  // required for TRAIN; must increment the global step
-  // Name -> a scalar computing the metric on one batch (see the header comment). The names
-  // "loss" and "global_step" are reserved.
-  std::map<std::string, Output> eval_metric_ops = {};
+  // Name -> metric (see EvalMetricOp); each value a scalar. The names "loss" and "global_step"
+  // are reserved.
+  std::map<std::string, EvalMetricOp> eval_metric_ops = {};
   std::map<std::string, Output> predictions = {};  // optional, unused by train / evaluate
 };
 

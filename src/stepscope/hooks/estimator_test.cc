@@ -52,6 +52,8 @@ ModelFn mlp(double learning_rate = 0.5) {
       spec.train_op = GradientDescentOptimizer(learning_rate).minimize(root, spec.loss, step);
     spec.eval_metric_ops["accuracy"] =
         reduce_mean(root, cast(root, equal(root, argmax(root, logits, 1, DType::kInt32), labels), DType::kFloat32));
+    spec.eval_metric_ops["streaming_accuracy"] =
+        metrics::accuracy(root, labels, argmax(root, logits, 1, DType::kInt32), {}, "streaming_accuracy");
     spec.eval_metric_ops["constant"] = constant(root, 0.5f);
     spec.eval_metric_ops["progress"] = cast(root, step.value(), DType::kFloat32);
     return spec;
@@ -112,10 +114,17 @@ TEST_F(EstimatorTest, TrainsTheMlpAndEvaluatesAccuracyAndGlobalStep) {
   EXPECT_EQ(metrics.at("global_step"), 300);
   EXPECT_LT(metrics.at("loss"), 0.5);
   EXPECT_EQ(metrics.at("constant"), 0.5);
-  EXPECT_EQ(metrics.size(), 5u);
+  EXPECT_EQ(metrics.size(), 6u);
   EXPECT_EQ(counter.runs, 3);  // 297 rows in batches of 100, until the input ends
-  // steps limits the batches; the results are recorded for the early-stopping hooks.
-  est.evaluate(eval_input, {.steps = 2, .hooks = {&counter}});
+  // The streaming accuracy counts every row once; the per-batch one weighs the short last batch
+  // like the others.
+  EXPECT_NEAR(metrics.at("streaming_accuracy"), metrics.at("accuracy"), 0.02);
+  EXPECT_GT(metrics.at("streaming_accuracy"), 0.9);
+  // steps limits the batches; the results are recorded for the early-stopping hooks. A new
+  // evaluation starts its streaming counts from zero: over one batch both agree exactly.
+  const auto one_batch = est.evaluate(eval_input, {.steps = 1, .hooks = {&counter}});
+  EXPECT_NEAR(one_batch.at("streaming_accuracy"), one_batch.at("accuracy"), 1e-6);
+  est.evaluate(eval_input, {.steps = 1, .hooks = {&counter}});
   EXPECT_EQ(counter.runs, 5);
   const auto records = read_eval_metrics(est.eval_dir());
   ASSERT_EQ(steps_of(records), std::vector<int64_t>{300});

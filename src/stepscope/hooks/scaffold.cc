@@ -65,7 +65,13 @@ void Scaffold::finalize() {
         g.add_to_collection(kInitOpCollection, options_.init_op);
       }
     }
-    if (!options_.local_init_op) options_.local_init_op = single_node_of(g, kLocalInitOpCollection, "local_init_op");
+    if (!options_.local_init_op) {
+      options_.local_init_op = single_node_of(g, kLocalInitOpCollection, "local_init_op");
+      if (!options_.local_init_op && !local_variables(g).empty()) {
+        options_.local_init_op = local_variables_initializer(Scope(g));
+        g.add_to_collection(kLocalInitOpCollection, options_.local_init_op);
+      }
+    }
     if (!options_.summary_op) {
       if (Node* n = single_node_of(g, kSummaryOpCollection, "summary_op")) {
         options_.summary_op = n->output(0);

@@ -7,8 +7,9 @@
 //   init_op     the single node of the "init_op" collection, else global_variables_initializer()
 //               (added to that collection)
 //   ready_check after init or restore, every global variable must be initialized
-//   local_init_op the single node of the "local_init_op" collection, else none (stepscope has no
-//               local variables or tables)
+//   local_init_op the single node of the "local_init_op" collection, else, when the graph has
+//               local variables (a metric's counts), local_variables_initializer() (added to
+//               that collection), else none
 //   summary_op  the single node of the "summary_op" collection, else the merge of the
 //               "summaries" collection when it is not empty (added to "summary_op"), else none
 //   saver       a Saver over every global variable (allow_empty), owned by the Scaffold

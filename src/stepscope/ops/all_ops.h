@@ -6,6 +6,7 @@
 #include "stepscope/ops/data_ops.h"
 #include "stepscope/ops/linalg_ops.h"
 #include "stepscope/ops/math_ops.h"
+#include "stepscope/ops/metric_ops.h"
 #include "stepscope/ops/nn_ops.h"
 #include "stepscope/ops/random_ops.h"
 #include "stepscope/ops/reduction_ops.h"

@@ -235,6 +235,22 @@ TEST(ArrayGrad, SliceForwardsWholeInputAndTakesRunTimeArguments) {
             "[Slice] part: Expected begin[0] in [0, 2], but got 3");
 }
 
+TEST(ArrayGrad, SliceGradPlacesTheBlockInZeros) {
+  Graph g;
+  Scope root(g);
+  auto dy = constant(root, std::vector<float>{1, 2, 3, 4}, Shape{2, 2});
+  auto dx = slice_grad(root, dy, constant(root, std::vector<int64_t>{3, 3}, Shape{2}),
+                       constant(root, std::vector<int64_t>{1, 0}, Shape{2}));
+  EXPECT_EQ(dx.shape(), (Shape{3, 3}));
+  EXPECT_EQ(eval(dx).to_vector<float>(), (std::vector<float>{0, 0, 0, 1, 2, 0, 3, 4, 0}));
+  // Run-time x shape, and a block that does not fit.
+  auto x_shape = placeholder(root, DType::kInt64, Shape{2});
+  auto dx2 = slice_grad(root, dy, x_shape, constant(root, std::vector<int64_t>{0, 2}, Shape{2}));
+  EXPECT_EQ(eval(dx2, {{x_shape, Tensor::from_vector<int64_t>({2, 4})}}).to_vector<float>(),
+            (std::vector<float>{0, 0, 1, 2, 0, 0, 3, 4}));
+  EXPECT_THROW(eval(dx2, {{x_shape, Tensor::from_vector<int64_t>({2, 3})}}), InvalidArgumentError);
+}
+
 TEST(ArrayGrad, SliceShapeRuleErrors) {
   Graph g;
   Scope s(g);

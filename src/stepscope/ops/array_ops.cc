@@ -522,6 +522,75 @@ void slice_kernel(KernelContext& c) {
   });
 }
 
+// ----- SliceGrad ---------------------------------------------------------------------------
+// Inputs (dy, x_shape, begin): zeros of x_shape with dy written at begin (TensorFlow pads dy;
+// one op that zeroes once and copies dy's rows is the same without a Pad).
+
+void slice_grad_shape(ShapeContext& c) {
+  for (int i = 1; i < 3; ++i)
+    if (!is_index_dtype(c.input_dtype(i)))
+      c.fail("x_shape and begin must be int32 or int64, got " + str(c.input_dtype(i)));
+  if (const Tensor* t = c.input_constant(1)) return c.set_output(0, c.input_dtype(0), Shape(index_values(*t)));
+  const Shape& dy = c.input_shape(0);
+  c.set_output(0, c.input_dtype(0), unknown_dims(dy.known_rank() ? dy.rank() : -1));
+}
+
+void slice_grad_kernel(KernelContext& c) {
+  const Tensor& dy = c.input(0);
+  const std::vector<int64_t> x_dims = index_values(c.input(1)), begin = index_values(c.input(2));
+  const int rank = dy.rank();
+  if (static_cast<int>(x_dims.size()) != rank || static_cast<int>(begin.size()) != rank)
+    c.fail("dy of rank " + std::to_string(rank) + " against x_shape and begin of " + std::to_string(x_dims.size()) +
+           " and " + std::to_string(begin.size()) + " elements");
+  Shape x_shape;
+  for (int d = 0; d < rank; ++d) {
+    if (begin[d] < 0 || begin[d] + dy.dim(d) > x_dims[d])
+      c.fail("the block of " + dy.shape().to_string() + " at begin " + std::to_string(begin[d]) + " of dim " +
+             std::to_string(d) + " does not fit in x's " + std::to_string(x_dims[d]));
+    x_shape.add_dim(x_dims[d]);
+  }
+  Tensor& dx = c.allocate_output(0, dy.dtype(), x_shape);
+  const int64_t esize = static_cast<int64_t>(dtype_size(dy.dtype()));
+  std::memset(dx.raw_data(), 0, static_cast<size_t>(dx.num_elements() * esize));
+  if (dy.num_elements() == 0) return;
+  int last_cut = -1;
+  for (int d = 0; d < rank; ++d)
+    if (dy.dim(d) != x_dims[d]) last_cut = d;
+  if (last_cut < 0) {
+    std::memcpy(dx.raw_data(), dy.raw_data(), static_cast<size_t>(dy.num_elements() * esize));
+    return;
+  }
+  std::array<int64_t, Shape::kMaxRank> stride{};  // dx strides in elements
+  int64_t st = 1;
+  for (int d = rank - 1; d >= 0; --d) stride[d] = st, st *= x_dims[d];
+  int64_t base = 0;
+  for (int d = 0; d <= last_cut; ++d) base += begin[d] * stride[d];
+  const int64_t run_bytes = dy.dim(last_cut) * stride[last_cut] * esize;
+  int64_t runs = 1;
+  for (int d = 0; d < last_cut; ++d) runs *= dy.dim(d);
+  const char* src = static_cast<const char*>(dy.raw_data());
+  char* dst = static_cast<char*>(dx.raw_data()) + base * esize;
+  const Shape& dy_shape = dy.shape();
+  c.parallel_for(runs, 1 + run_bytes / 16, [&](int64_t first, int64_t end) {
+    std::array<int64_t, Shape::kMaxRank> idx{};
+    int64_t rest = first, offset = 0;
+    for (int d = last_cut - 1; d >= 0; --d) {
+      idx[d] = rest % dy_shape.dim(d);
+      rest /= dy_shape.dim(d);
+      offset += idx[d] * stride[d];
+    }
+    for (int64_t r = first; r < end; ++r) {
+      std::memcpy(dst + offset * esize, src + r * run_bytes, static_cast<size_t>(run_bytes));
+      for (int d = last_cut - 1; d >= 0; --d) {
+        offset += stride[d];
+        if (++idx[d] < dy_shape.dim(d)) break;
+        offset -= idx[d] * stride[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
 // ----- ConcatOffset ------------------------------------------------------------------------
 
 void concat_offset_shape(ShapeContext& c) {
@@ -653,6 +722,11 @@ Grads concat_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   return grads;
 }
 
+// TensorFlow's _SliceGrad: dy placed at begin in zeros of x's shape.
+Grads slice_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
+  return {slice_grad(s, dz[0], shape_of(s, n.input(0)), n.input(1)), Output{}, Output{}};
+}
+
 // TensorFlow's _CastGrad: only between floating-point dtypes.
 Grads cast_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   const DType from = n.input(0).dtype();
@@ -740,6 +814,10 @@ Output slice(const Scope& scope, Output x, std::vector<int64_t> begin, std::vect
 
 Output slice(const Scope& scope, Output x, Output begin, Output size, CallSite site) {
   return scope.add_node(op_def("Slice"), {x, begin, size}, {}, site)->output(0);
+}
+
+Output slice_grad(const Scope& scope, Output dy, Output x_shape, Output begin, CallSite site) {
+  return scope.add_node(op_def("SliceGrad"), {dy, x_shape, begin}, {}, site)->output(0);
 }
 
 std::vector<Output> concat_offset(const Scope& scope, Output axis, std::vector<Output> shapes, CallSite site) {
@@ -841,9 +919,16 @@ void register_array_ops(OpRegistry& registry) {
                 .num_inputs = 3,
                 .shape = slice_shape,
                 .kernel = slice_kernel,
-                .not_differentiable = true,
+                .gradient = slice_grad,
                 .doc = "Inputs (x, begin, size: 1-D int32/int64). The block of x at begin with size elements per "
                        "dim (-1: the rest of the dim). Forwards x when the block is all of x."});
+  registry.add({.name = "SliceGrad",
+                .num_inputs = 3,
+                .shape = slice_grad_shape,
+                .kernel = slice_grad_kernel,
+                .not_differentiable = true,
+                .doc = "Inputs (dy, x_shape, begin: 1-D int32/int64). Slice's gradient: zeros of x_shape with dy "
+                       "at begin."});
   registry.add({.name = "ConcatOffset",
                 .num_inputs = -1,
                 .num_outputs = -1,

@@ -90,6 +90,8 @@ Output slice(const Scope& scope, Output x, std::vector<int64_t> begin, std::vect
              CallSite site = CallSite::current());
 // `begin` and `size`: 1-D tensors (int32 or int64, the same) computed at run time.
 Output slice(const Scope& scope, Output x, Output begin, Output size, CallSite site = CallSite::current());
+// Slice's gradient: zeros of x_shape (1-D int32/int64) with dy written at begin.
+Output slice_grad(const Scope& scope, Output dy, Output x_shape, Output begin, CallSite site = CallSite::current());
 
 // Where each of the tensors with shapes `shapes` (1-D, int32 or int64, the same) starts in their
 // concatenation along `axis` (scalar): one offset vector per shape, 0 except along the axis

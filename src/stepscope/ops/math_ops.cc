@@ -73,6 +73,7 @@ Output add(const Scope& s, Output x, Output y, CallSite site) { return binary(s,
 Output sub(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Sub", x, y, site); }
 Output mul(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Mul", x, y, site); }
 Output div(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Div", x, y, site); }
+Output div_no_nan(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "DivNoNan", x, y, site); }
 Output maximum(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Maximum", x, y, site); }
 Output minimum(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Minimum", x, y, site); }
 Output equal(const Scope& s, Output x, Output y, CallSite site) { return binary(s, "Equal", x, y, site); }
@@ -616,6 +617,14 @@ Grads div_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   return {unbroadcast(s, g_over_y, x, y), neg(s, unbroadcast(s, mul(s, g_over_y, n.output(0)), y, x))};
 }
 
+// As Div's, with 0 where y == 0: dz/dx = div_no_nan(g, y); dz/dy = -div_no_nan(g, y) * z (z is 0
+// there too).
+Grads div_no_nan_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
+  const Output x = n.input(0), y = n.input(1);
+  const Output g_over_y = div_no_nan(s, dz[0], y);
+  return {unbroadcast(s, g_over_y, x, y), neg(s, unbroadcast(s, mul(s, g_over_y, n.output(0)), y, x))};
+}
+
 template <Output (*Select)(const Scope&, Output, Output, Output, int, CallSite)>
 Grads select_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   const Output x = n.input(0), y = n.input(1);
@@ -685,6 +694,9 @@ void register_math_ops(OpRegistry& registry) {
       binary_op<DivOp>("Div",
                        "x / y, broadcasting. Integer division truncates toward zero and fails on a zero divisor."),
       div_grad));
+  registry.add(
+      differentiable(binary_op<DivNoNanOp>("DivNoNan", "x / y, broadcasting, and 0 where y == 0 (float32/float64)."),
+                     div_no_nan_grad));
   registry.add(differentiable(binary_op<MaximumOp>("Maximum", "max(x, y), broadcasting; NaN if either is NaN."),
                               select_grad<maximum_grad>));
   registry.add(differentiable(binary_op<MinimumOp>("Minimum", "min(x, y), broadcasting; NaN if either is NaN."),

@@ -42,6 +42,8 @@ Output add(const Scope& scope, Output x, Output y, CallSite site = CallSite::cur
 Output sub(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
 Output mul(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
 Output div(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
+// x / y, but 0 where y == 0 (float types; TF's div_no_nan).
+Output div_no_nan(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
 Output maximum(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
 Output minimum(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());
 Output equal(const Scope& scope, Output x, Output y, CallSite site = CallSite::current());

@@ -10,6 +10,7 @@ const OpRegistry& op_registry() {
     register_data_ops(*r);
     register_linalg_ops(*r);
     register_math_ops(*r);
+    register_metric_ops(*r);
     register_nn_ops(*r);
     register_random_ops(*r);
     register_reduction_ops(*r);

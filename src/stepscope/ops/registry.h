@@ -17,6 +17,7 @@ void register_control_ops(OpRegistry& registry);
 void register_data_ops(OpRegistry& registry);
 void register_linalg_ops(OpRegistry& registry);
 void register_math_ops(OpRegistry& registry);
+void register_metric_ops(OpRegistry& registry);
 void register_nn_ops(OpRegistry& registry);
 void register_random_ops(OpRegistry& registry);
 void register_reduction_ops(OpRegistry& registry);

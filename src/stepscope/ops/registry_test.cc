@@ -30,11 +30,17 @@ struct Family {
   bool arithmetic;  // its ops compute on numbers: each must say how many float ops it does
 };
 const Family kFamilies[] = {
-    {"array", &register_array_ops, false},       {"control", &register_control_ops, false},
-    {"data", &register_data_ops, false},         {"linalg", &register_linalg_ops, true},
-    {"math", &register_math_ops, true},          {"nn", &register_nn_ops, true},
-    {"random", &register_random_ops, false},     {"reduction", &register_reduction_ops, true},
-    {"state", &register_state_ops, false},       {"summary", &register_summary_ops, false},
+    {"array", &register_array_ops, false},
+    {"control", &register_control_ops, false},
+    {"data", &register_data_ops, false},
+    {"linalg", &register_linalg_ops, true},
+    {"math", &register_math_ops, true},
+    {"metric", &register_metric_ops, true},
+    {"nn", &register_nn_ops, true},
+    {"random", &register_random_ops, false},
+    {"reduction", &register_reduction_ops, true},
+    {"state", &register_state_ops, false},
+    {"summary", &register_summary_ops, false},
     {"training", &register_training_ops, true},
 };
 
@@ -86,6 +92,7 @@ const std::vector<GradientRow>& gradient_rows() {
       {"Sub", {{2, 3}, {2, 1}}, [](S s, O x) { return sub(s, x[0], x[1]); }},
       {"Mul", {{2, 3}, {2, 3}}, [](S s, O x) { return mul(s, x[0], x[1]); }},
       {"Div", {{2, 3}, {3}}, [](S s, O x) { return div(s, x[0], x[1]); }, 0.5, 2},
+      {"DivNoNan", {{2, 3}, {3}}, [](S s, O x) { return div_no_nan(s, x[0], x[1]); }, 0.5, 2},
       // Independent uniform values: no ties, and none within a step of another (fixed seeds).
       {"Maximum", {{2, 3}, {2, 3}}, [](S s, O x) { return maximum(s, x[0], x[1]); }},
       {"Minimum", {{2, 3}, {3}}, [](S s, O x) { return minimum(s, x[0], x[1]); }},
@@ -99,7 +106,11 @@ const std::vector<GradientRow>& gradient_rows() {
       {"Sigmoid", {{2, 3}}, [](S s, O x) { return sigmoid(s, x[0]); }},
       {"CheckNumerics", {{2, 3}}, [](S s, O x) { return check_numerics(s, x[0], "bad"); }},
       {"SumToShape", {{2, 3}}, [](S s, O x) { return sum_to_shape(s, x[0], int64_vector(s, {3})); }},
-      {"BroadcastTo", {{3}}, [](S s, O x) { return broadcast_to(s, x[0], int64_vector(s, {2, 3})); }},
+      {"BroadcastTo",
+       {{3}},
+       [](S s, O x) {
+         return broadcast_to(s, x[0], int64_vector(s, {2, 3}));
+       }},
       // Through float32 and back: rounding (6e-8 relative) over a 1e-2 step, on a linear map.
       {"Cast",
        {{2, 3}},
@@ -111,10 +122,31 @@ const std::vector<GradientRow>& gradient_rows() {
        {.delta = 1e-2, .tolerance = 1e-5}},
       // array
       {"Identity", {{2, 3}}, [](S s, O x) { return identity(s, x[0]); }},
-      {"Reshape", {{2, 3}}, [](S s, O x) { return reshape(s, x[0], std::vector<int64_t>{3, 2}); }},
-      {"Transpose", {{2, 3, 4}}, [](S s, O x) { return transpose(s, x[0], {2, 0, 1}); }},
-      {"ConcatV2", {{2, 3}, {2, 2}}, [](S s, O x) { return concat(s, {x[0], x[1]}, 1); }},
-      {"Fill", {{}}, [](S s, O x) { return fill(s, std::vector<int64_t>{2, 3}, x[0]); }},
+      {"Reshape",
+       {{2, 3}},
+       [](S s, O x) {
+         return reshape(s, x[0], std::vector<int64_t>{3, 2});
+       }},
+      {"Transpose",
+       {{2, 3, 4}},
+       [](S s, O x) {
+         return transpose(s, x[0], {2, 0, 1});
+       }},
+      {"ConcatV2",
+       {{2, 3}, {2, 2}},
+       [](S s, O x) {
+         return concat(s, {x[0], x[1]}, 1);
+       }},
+      {"Slice",
+       {{3, 4}},
+       [](S s, O x) {
+         return slice(s, x[0], {1, 1}, {2, -1});
+       }},
+      {"Fill",
+       {{}},
+       [](S s, O x) {
+         return fill(s, std::vector<int64_t>{2, 3}, x[0]);
+       }},
       // Zero Jacobians: the rules must give zeros (or nothing), not garbage.
       {"ZerosLike", {{2, 3}}, [](S s, O x) { return add(s, zeros_like(s, x[0]), x[0]); }},
       {"OnesLike", {{2, 3}}, [](S s, O x) { return mul(s, ones_like(s, x[0]), x[0]); }},
@@ -123,7 +155,11 @@ const std::vector<GradientRow>& gradient_rows() {
       {"MatMul", {{3, 2}, {4, 3}}, [](S s, O x) { return matmul(s, x[0], x[1], true, true); }},
       // reduction
       {"Sum", {{2, 3, 4}}, [](S s, O x) { return reduce_sum(s, x[0], {1}); }},
-      {"Mean", {{2, 3, 4}}, [](S s, O x) { return reduce_mean(s, x[0], {0, 2}, true); }},
+      {"Mean",
+       {{2, 3, 4}},
+       [](S s, O x) {
+         return reduce_mean(s, x[0], {0, 2}, true);
+       }},
       {"Max", {{3, 4}}, [](S s, O x) { return reduce_max(s, x[0], {1}); }, -1, 1, 0, true},
       // nn
       {"Relu", {{3, 4}}, [](S s, O x) { return relu(s, x[0]); }, -1, 1, 0.1},
@@ -140,16 +176,24 @@ const std::vector<GradientRow>& gradient_rows() {
        1},
       {"SparseSoftmaxCrossEntropyWithLogits",
        {{3, 4}},
-       [](S s, O x) { return sparse_softmax_cross_entropy_with_logits(s, int64_vector(s, {1, 3, 0}), x[0]); }},
+       [](S s, O x) {
+         return sparse_softmax_cross_entropy_with_logits(s, int64_vector(s, {1, 3, 0}), x[0]);
+       }},
       {"Conv2D",
        {{2, 4, 4, 2}, {2, 2, 2, 3}},
-       [](S s, O x) { return conv2d(s, x[0], x[1], {1, 1, 1, 1}, "SAME"); }},
+       [](S s, O x) {
+         return conv2d(s, x[0], x[1], {1, 1, 1, 1}, "SAME");
+       }},
       {"Conv2D",
        {{1, 5, 5, 1}, {3, 3, 1, 2}},
-       [](S s, O x) { return conv2d(s, x[0], x[1], {1, 2, 2, 1}, "VALID"); }},
+       [](S s, O x) {
+         return conv2d(s, x[0], x[1], {1, 2, 2, 1}, "VALID");
+       }},
       {"MaxPool",
        {{1, 4, 4, 2}},
-       [](S s, O x) { return max_pool(s, x[0], {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID"); },
+       [](S s, O x) {
+         return max_pool(s, x[0], {1, 2, 2, 1}, {1, 2, 2, 1}, "VALID");
+       },
        -1,
        1,
        0,

@@ -29,8 +29,11 @@ Variable Variable::from_node(Node* node) {
   return v;
 }
 
-Variable make_variable(const Scope& scope, std::string_view name, Output initial_value, bool trainable,
-                       CallSite site) {
+namespace {
+
+enum class Kind { global, trainable, local };
+
+Variable new_variable(const Scope& scope, std::string_view name, Output initial_value, Kind kind, CallSite site) {
   if (!initial_value) throw InvalidArgumentError("variable '" + std::string(name) + "' has no initial value");
   const Shape& shape = initial_value.shape();
   if (!shape.fully_defined())
@@ -43,23 +46,31 @@ Variable make_variable(const Scope& scope, std::string_view name, Output initial
   v.node = var.node;
   v.initial_value = initial_value;
   v.initializer = assign(own.with_op_name("Assign"), var, initial_value, true, site).node;
-  g.add_to_collection(kGlobalVariables, v.node);
+  g.add_to_collection(kind == Kind::local ? kLocalVariables : kGlobalVariables, v.node);
   g.add_to_collection(kVariableInitializers, v.initializer);
-  if (trainable) g.add_to_collection(kTrainableVariables, v.node);
+  if (kind == Kind::trainable) g.add_to_collection(kTrainableVariables, v.node);
   return v;
 }
 
-std::vector<Variable> global_variables(const Graph& graph) {
+std::vector<Variable> variables_of(const Graph& graph, const char* collection) {
   std::vector<Variable> out;
-  for (Node* n : graph.collection(kGlobalVariables)) out.push_back(Variable::from_node(n));
+  for (Node* n : graph.collection(collection)) out.push_back(Variable::from_node(n));
   return out;
 }
 
-std::vector<Variable> trainable_variables(const Graph& graph) {
-  std::vector<Variable> out;
-  for (Node* n : graph.collection(kTrainableVariables)) out.push_back(Variable::from_node(n));
-  return out;
+}  // namespace
+
+Variable make_variable(const Scope& scope, std::string_view name, Output initial_value, bool trainable, CallSite site) {
+  return new_variable(scope, name, initial_value, trainable ? Kind::trainable : Kind::global, site);
 }
+
+Variable make_local_variable(const Scope& scope, std::string_view name, Output initial_value, CallSite site) {
+  return new_variable(scope, name, initial_value, Kind::local, site);
+}
+
+std::vector<Variable> global_variables(const Graph& graph) { return variables_of(graph, kGlobalVariables); }
+std::vector<Variable> local_variables(const Graph& graph) { return variables_of(graph, kLocalVariables); }
+std::vector<Variable> trainable_variables(const Graph& graph) { return variables_of(graph, kTrainableVariables); }
 
 Node* variables_initializer(const Scope& scope, const std::vector<Variable>& variables, CallSite site) {
   std::vector<Node*> deps;
@@ -70,6 +81,12 @@ Node* variables_initializer(const Scope& scope, const std::vector<Variable>& var
 
 Node* global_variables_initializer(const Scope& scope, CallSite site) {
   return variables_initializer(scope, global_variables(scope.graph()), site);
+}
+
+Node* local_variables_initializer(const Scope& scope, CallSite site) {
+  std::vector<Node*> deps;
+  for (const Variable& v : local_variables(scope.graph())) deps.push_back(v.initializer);
+  return no_op(scope.with_op_name("local_init"), deps, site);
 }
 
 Variable get_global_step(const Graph& graph) {

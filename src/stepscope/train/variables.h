@@ -13,6 +13,7 @@ namespace stepscope {
 
 inline constexpr const char* kGlobalVariables = "variables";
 inline constexpr const char* kTrainableVariables = "trainable_variables";
+inline constexpr const char* kLocalVariables = "local_variables";
 inline constexpr const char* kVariableInitializers = "variable_initializers";
 inline constexpr const char* kGlobalStepCollection = "global_step";
 inline constexpr const char* kGlobalStepReadCollection = "global_step_read";
@@ -40,11 +41,20 @@ struct Variable {
 Variable make_variable(const Scope& scope, std::string_view name, Output initial_value, bool trainable = true,
                        CallSite site = CallSite::current());
 
+// A variable of the session rather than the model (TF's LOCAL_VARIABLES): neither global nor
+// trainable, so never checkpointed or restored; set by local_variables_initializer(), which a
+// Scaffold runs on every new session. The counts behind a streaming metric live in these.
+Variable make_local_variable(const Scope& scope, std::string_view name, Output initial_value,
+                             CallSite site = CallSite::current());
+
 std::vector<Variable> global_variables(const Graph& graph);
+std::vector<Variable> local_variables(const Graph& graph);
 std::vector<Variable> trainable_variables(const Graph& graph);
 
 // A NoOp ("init") that runs the initializer of every global variable that exists now.
 Node* global_variables_initializer(const Scope& scope, CallSite site = CallSite::current());
+// A NoOp ("local_init") that runs the initializer of every local variable that exists now.
+Node* local_variables_initializer(const Scope& scope, CallSite site = CallSite::current());
 // Same for a chosen list.
 Node* variables_initializer(const Scope& scope, const std::vector<Variable>& variables,
                             CallSite site = CallSite::current());

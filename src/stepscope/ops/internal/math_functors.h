@@ -148,6 +148,17 @@ struct DivOp {
       return a / b;
   }
 };
+// x / y, and 0 where y is 0 (whatever x is): the ratio a metric reports before it has counted
+// anything (TF's div_no_nan).
+struct DivNoNanOp {
+  static constexpr Types kTypes = Types::kFloat;
+  static constexpr bool kBoolOut = false;
+  static constexpr int64_t kCostNs = 2;
+  template <typename T>
+  static T apply(T a, T b) {
+    return b == T{0} ? T{0} : a / b;
+  }
+};
 // NaN in either operand gives NaN (a comparison alone would drop a NaN in `b`).
 struct MaximumOp {
   static constexpr Types kTypes = Types::kNumeric;
