@@ -71,6 +71,19 @@ TEST(Gradients, SparseMeetingDenseIsDensified) {
   expect_tensor_near<double>(eval(g2[0].dense, {{f.table, f.value}}), Shape{4, 2}, {6, 8, 0, 0, 12, 16, 0, 0});
 }
 
+TEST(Gradients, GatherOfATableOfRunTimeShapeTakesItsShapeAtRunTime) {
+  Graph g;
+  Scope s(g);
+  Output table = placeholder(s, DType::kFloat64, Shape{-1, 2});
+  Output ids = constant(s, std::vector<int32_t>{1, 1}, Shape{2});
+  Output loss = reduce_sum(s, gather(s, table, ids));
+  std::vector<Gradient> grads = gradients_with_indexed_slices(s, {loss}, {table});
+  ASSERT_TRUE(grads[0].is_sparse());
+  FeedList feed{{table, Tensor::from_vector<double>({1, 2, 3, 4, 5, 6}, Shape{3, 2})}};
+  expect_tensor_near<int64_t>(eval(grads[0].slices.dense_shape, feed), Shape{2}, {3, 2});
+  expect_tensor_near<double>(eval(gradients(s, {loss}, {table})[0], feed), Shape{3, 2}, {0, 0, 2, 2, 0, 0});
+}
+
 TEST(Gradients, DenseOnlyGraphsAreUnchanged) {
   Graph g;
   Scope s(g);
