@@ -10,6 +10,7 @@
 #include "stepscope/ops/nn_ops.h"
 #include "stepscope/ops/random_ops.h"
 #include "stepscope/ops/reduction_ops.h"
+#include "stepscope/ops/sparse_ops.h"
 #include "stepscope/ops/state_ops.h"
 #include "stepscope/ops/summary_ops.h"
 #include "stepscope/ops/training_ops.h"

@@ -14,6 +14,7 @@ const OpRegistry& op_registry() {
     register_nn_ops(*r);
     register_random_ops(*r);
     register_reduction_ops(*r);
+    register_sparse_ops(*r);
     register_state_ops(*r);
     register_summary_ops(*r);
     register_training_ops(*r);

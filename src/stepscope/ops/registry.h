@@ -21,6 +21,7 @@ void register_metric_ops(OpRegistry& registry);
 void register_nn_ops(OpRegistry& registry);
 void register_random_ops(OpRegistry& registry);
 void register_reduction_ops(OpRegistry& registry);
+void register_sparse_ops(OpRegistry& registry);
 void register_state_ops(OpRegistry& registry);
 void register_summary_ops(OpRegistry& registry);
 void register_training_ops(OpRegistry& registry);

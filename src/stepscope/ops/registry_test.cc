@@ -39,6 +39,7 @@ const Family kFamilies[] = {
     {"nn", &register_nn_ops, true},
     {"random", &register_random_ops, false},
     {"reduction", &register_reduction_ops, true},
+    {"sparse", &register_sparse_ops, true},
     {"state", &register_state_ops, false},
     {"summary", &register_summary_ops, false},
     {"training", &register_training_ops, true},
@@ -150,6 +151,13 @@ const std::vector<GradientRow>& gradient_rows() {
       // Zero Jacobians: the rules must give zeros (or nothing), not garbage.
       {"ZerosLike", {{2, 3}}, [](S s, O x) { return add(s, zeros_like(s, x[0]), x[0]); }},
       {"OnesLike", {{2, 3}}, [](S s, O x) { return mul(s, ones_like(s, x[0]), x[0]); }},
+      // sparse (ids with duplicates: their gradients add up)
+      {"Gather",
+       {{4, 3}},
+       [](S s, O x) { return gather(s, x[0], constant(s, std::vector<int32_t>{2, 0, 2, 3}, Shape{2, 2})); }},
+      {"UnsortedSegmentSum",
+       {{4, 3}},
+       [](S s, O x) { return unsorted_segment_sum(s, x[0], int64_vector(s, {1, 0, 1, 4}), 5); }},
       // linalg
       {"MatMul", {{2, 3}, {3, 4}}, [](S s, O x) { return matmul(s, x[0], x[1]); }},
       {"MatMul", {{3, 2}, {4, 3}}, [](S s, O x) { return matmul(s, x[0], x[1], true, true); }},
