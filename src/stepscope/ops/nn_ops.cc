@@ -740,6 +740,7 @@ void register_nn_ops(OpRegistry& registry) {
                 .doc = "Inputs (scale [batch], x [batch, n]). x with row r multiplied by scale[r] (TensorFlow's "
                        "expand_dims(scale, -1) * x in the cross-entropy gradients)."});
   register_conv_ops(registry);
+  register_normalization_ops(registry);
 }
 
 }  // namespace stepscope

@@ -1,8 +1,9 @@
 // nn ops: Relu, BiasAdd, Softmax, LogSoftmax, SparseSoftmaxCrossEntropyWithLogits,
 // SoftmaxCrossEntropyWithLogits, and the backward ops of their gradient rules: ReluGrad,
 // BiasAddGrad, SoftmaxGrad, LogSoftmaxGrad, ScaleRows. The convolution and pooling ops (Conv2D,
-// MaxPool and their backward ops) live in conv_ops.h, included here so that one include gives
-// the whole family.
+// MaxPool and their backward ops) live in conv_ops.h, batch normalization
+// (FusedBatchNorm, FusedBatchNormGrad) in normalization_ops.h, both included here so that one
+// include gives the whole family.
 //
 // Gradient rules (OpDef::gradient, registered with each forward op):
 //   Relu        -> ReluGrad(grad, relu output)
@@ -18,6 +19,7 @@
 
 #include "stepscope/graph/scope.h"
 #include "stepscope/ops/conv_ops.h"
+#include "stepscope/ops/normalization_ops.h"
 
 namespace stepscope {
 

@@ -154,6 +154,9 @@ const std::vector<GradientRow>& gradient_rows() {
        1,
        0,
        true},
+      {"FusedBatchNorm",
+       {{2, 3, 3, 2}, {2}, {2}},
+       [](S s, O x) { return fused_batch_norm(s, x[0], x[1], x[2], Output{}, Output{}, 1e-3, true).y; }},
   };
   return rows;
 }
