@@ -221,5 +221,26 @@ TEST(NnGradients, CrossEntropyRulesAndWhatGetsNoGradient) {
   EXPECT_EQ(lsm_grad.node->input(1), lsm);
 }
 
+TEST(NnGradients, AvgPool) {
+  struct Case {
+    Shape input;
+    int64_t kh, kw, stride;
+    const char* padding;
+  };
+  const Case cases[] = {{Shape{2, 4, 4, 2}, 2, 2, 2, "VALID"},
+                        {Shape{2, 4, 4, 2}, 2, 2, 1, "SAME"},
+                        {Shape{1, 5, 5, 1}, 3, 3, 2, "SAME"},
+                        {Shape{1, 5, 4, 3}, 3, 2, 1, "VALID"}};
+  for (const auto& k : cases) {
+    SCOPED_TRACE(::testing::Message() << k.input.to_string() << " " << k.kh << "x" << k.kw << " stride " << k.stride
+                                      << " " << k.padding);
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s, DType::kFloat64, k.input);
+    auto y = avg_pool(s, x, {1, k.kh, k.kw, 1}, {1, k.stride, k.stride, 1}, k.padding);
+    expect_gradient_matches(x, random_tensor(k.input, 21), y, {}, {.expect_nonzero = true});
+  }
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -1,7 +1,7 @@
 // nn ops: Relu, BiasAdd, Softmax, LogSoftmax, SparseSoftmaxCrossEntropyWithLogits,
 // SoftmaxCrossEntropyWithLogits, and the backward ops of their gradient rules: ReluGrad,
 // BiasAddGrad, SoftmaxGrad, LogSoftmaxGrad, ScaleRows. The convolution and pooling ops (Conv2D,
-// MaxPool and their backward ops) live in conv_ops.h, batch normalization
+// MaxPool, AvgPool and their backward ops) live in conv_ops.h, batch normalization
 // (FusedBatchNorm, FusedBatchNormGrad) in normalization_ops.h, both included here so that one
 // include gives the whole family.
 //

@@ -154,6 +154,7 @@ const std::vector<GradientRow>& gradient_rows() {
        1,
        0,
        true},
+      {"AvgPool", {{1, 5, 4, 2}}, [](S s, O x) { return avg_pool(s, x[0], {1, 3, 2, 1}, {1, 2, 2, 1}, "SAME"); }},
       {"FusedBatchNorm",
        {{2, 3, 3, 2}, {2}, {2}},
        [](S s, O x) { return fused_batch_norm(s, x[0], x[1], x[2], Output{}, Output{}, 1e-3, true).y; }},
