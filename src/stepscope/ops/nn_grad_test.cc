@@ -242,5 +242,17 @@ TEST(NnGradients, AvgPool) {
   }
 }
 
+TEST(NnGradients, SigmoidCrossEntropyLogitsAndLabels) {
+  Graph g;
+  Scope s(g);
+  auto logits = placeholder(s, DType::kFloat64, Shape{3, 4});
+  auto labels = placeholder(s, DType::kFloat64, Shape{3, 4});
+  auto loss = sigmoid_cross_entropy_with_logits(s, labels, logits);
+  // |logits| >= 0.1: the formula's max(x, 0) and |x| have kinks at 0 (the loss itself is smooth).
+  const Tensor lv = random_tensor(Shape{3, 4}, 22, -4, 4, 0.1), zv = random_tensor(Shape{3, 4}, 23, 0, 1);
+  expect_gradient_matches(logits, lv, loss, {{labels, zv}}, {.expect_nonzero = true});
+  expect_gradient_matches(labels, zv, loss, {{logits, lv}}, {.expect_nonzero = true});
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -158,6 +158,9 @@ const std::vector<GradientRow>& gradient_rows() {
       {"FusedBatchNorm",
        {{2, 3, 3, 2}, {2}, {2}},
        [](S s, O x) { return fused_batch_norm(s, x[0], x[1], x[2], Output{}, Output{}, 1e-3, true).y; }},
+      {"SigmoidCrossEntropyWithLogits",
+       {{2, 3}, {2, 3}},
+       [](S s, O x) { return sigmoid_cross_entropy_with_logits(s, x[0], x[1]); }},
   };
   return rows;
 }
