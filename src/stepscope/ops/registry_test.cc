@@ -161,6 +161,9 @@ const std::vector<GradientRow>& gradient_rows() {
       {"SigmoidCrossEntropyWithLogits",
        {{2, 3}, {2, 3}},
        [](S s, O x) { return sigmoid_cross_entropy_with_logits(s, x[0], x[1]); }},
+      // random. Rate 0: a run draws a new mask, and the checker's runs must see the same one (the
+      // gradient's use of the step's mask is checked in random_ops_test.cc).
+      {"Dropout", {{2, 3}}, [](S s, O x) { return dropout(s, x[0], 0.0, 1); }},
   };
   return rows;
 }
