@@ -77,4 +77,64 @@ Output conv2d(const Scope& scope, Output x, int64_t filters, std::array<int64_t,
   return activate(scope, y, options.activation, site);
 }
 
+Output batch_normalization(const Scope& scope, Output x, BatchNormOptions options, CallSite site) {
+  const Shape& in_shape = x.shape();
+  if (!in_shape.known_rank() || (in_shape.rank() != 4 && in_shape.rank() != 2) || in_shape.dim(-1) < 0)
+    throw InvalidArgumentError("batch_normalization: input " + x.name() +
+                               " must be rank 4 (NHWC) or rank 2 with a known last dimension, got " +
+                               in_shape.to_string());
+  if (!(options.momentum >= 0 && options.momentum <= 1))
+    throw InvalidArgumentError("batch_normalization: momentum must be in [0, 1], got " +
+                               std::to_string(options.momentum));
+  const int64_t channels = in_shape.dim(-1);
+  const DType dtype = x.dtype();
+  Output gamma, beta;
+  if (options.scale) {
+    gamma = layer_variable(scope, "gamma", initializers::ones(), {channels}, dtype, 0, true, site).value();
+  } else {
+    gamma =
+        initializers::ones()(scope.with_name_scope(scope.name_prefix() + "ones_gamma/"), {channels}, dtype, 0, site);
+  }
+  if (options.center) {
+    beta = layer_variable(scope, "beta", initializers::zeros(), {channels}, dtype, 0, true, site).value();
+  } else {
+    beta =
+        initializers::zeros()(scope.with_name_scope(scope.name_prefix() + "zeros_beta/"), {channels}, dtype, 0, site);
+  }
+  Variable moving_mean = layer_variable(scope, "moving_mean", initializers::zeros(), {channels}, dtype, 0, false, site);
+  Variable moving_variance =
+      layer_variable(scope, "moving_variance", initializers::ones(), {channels}, dtype, 0, false, site);
+  if (!options.training) {
+    return fused_batch_norm(scope, x, gamma, beta, moving_mean.value(), moving_variance.value(), options.epsilon,
+                            /*is_training=*/false, site)
+        .y;
+  }
+  FusedBatchNormOutputs bn =
+      fused_batch_norm(scope, x, gamma, beta, Output{}, Output{}, options.epsilon, /*is_training=*/true, site);
+  // TensorFlow's assign_moving_average: variable -= (variable - value) * (1 - momentum).
+  Graph& g = scope.graph();
+  const auto update = [&](const Variable& var, Output value, const char* name) {
+    Scope s = scope.with_name_scope(std::string("AssignMovingAvg") + (name[0] ? "_" : "") + name);
+    Tensor decay(dtype, Shape{});
+    if (dtype == DType::kFloat64)
+      decay.data<double>()[0] = 1.0 - options.momentum;
+    else
+      decay.data<float>()[0] = static_cast<float>(1.0 - options.momentum);
+    Output delta = mul(s, sub(s, var.value(), value, site), constant(s.with_op_name("decay"), decay, site), site);
+    Node* n = assign_sub(s.with_op_name(s.name_prefix()), var.value(), delta, site).node;
+    g.add_to_collection(kUpdateOps, n);
+  };
+  update(moving_mean, bn.batch_mean, "");
+  update(moving_variance, bn.batch_variance, "1");
+  return bn.y;
+}
+
+Output dropout(const Scope& scope, Output x, double rate, DropoutOptions options, CallSite site) {
+  if (!(rate >= 0.0 && rate < 1.0))
+    throw InvalidArgumentError("dropout: rate must be in [0, 1), got " + std::to_string(rate) + " (input " + x.name() +
+                               ")");
+  if (!options.training) return x;
+  return stepscope::dropout(scope, x, rate, options.seed, 0, site);
+}
+
 }  // namespace stepscope::nn

@@ -61,6 +61,8 @@ std::vector<Variable> trainable_variables(const Graph& graph) {
   return out;
 }
 
+std::vector<Node*> get_update_ops(const Graph& graph) { return graph.collection(kUpdateOps); }
+
 Node* variables_initializer(const Scope& scope, const std::vector<Variable>& variables, CallSite site) {
   std::vector<Node*> deps;
   for (const Variable& v : variables)
