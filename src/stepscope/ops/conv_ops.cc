@@ -34,6 +34,22 @@ Output max_pool(const Scope& scope, Output value, std::vector<int64_t> ksize, st
       ->output(0);
 }
 
+Output avg_pool(const Scope& scope, Output value, std::vector<int64_t> ksize, std::vector<int64_t> strides,
+                std::string padding, CallSite site) {
+  return scope
+      .add_node(op_def("AvgPool"), {value},
+                {{"ksize", std::move(ksize)}, {"strides", std::move(strides)}, {"padding", std::move(padding)}}, site)
+      ->output(0);
+}
+
+Output avg_pool_grad(const Scope& scope, Output orig_input_shape, Output grad, std::vector<int64_t> ksize,
+                     std::vector<int64_t> strides, std::string padding, CallSite site) {
+  return scope
+      .add_node(op_def("AvgPoolGrad"), {orig_input_shape, grad},
+                {{"ksize", std::move(ksize)}, {"strides", std::move(strides)}, {"padding", std::move(padding)}}, site)
+      ->output(0);
+}
+
 Output conv2d_backprop_input(const Scope& scope, Output input_sizes, Output filter, Output out_backprop,
                              std::vector<int64_t> strides, std::string padding, CallSite site) {
   return scope
@@ -256,6 +272,22 @@ void max_pool_grad_shape(ShapeContext& c) {
   check_pooled(c, w, input, c.input_shape(1), "orig_output");
   check_pooled(c, w, input, c.input_shape(2), "grad");
   c.set_output(0, c.input_dtype(0), input.known_rank() ? input : Shape{-1, -1, -1, -1});
+}
+
+void avg_pool_shape(ShapeContext& c) {
+  c.expect_floating(0);
+  const Window2D w = pool_geometry(c, c.node().attrs(), c.input_shape(0));
+  c.set_output(0, c.input_dtype(0), Shape{w.batch, w.out_h, w.out_w, w.depth});
+}
+
+void avg_pool_grad_shape(ShapeContext& c) {
+  c.expect_floating(1);
+  const Shape input = sizes_input_shape(c, 0, "orig_input_shape");
+  const Window2D w = pool_geometry(c, c.node().attrs(), input);
+  check_pooled(c, w, input, c.input_shape(1), "grad");
+  const Shape& g = c.input_shape(1);
+  c.set_output(0, c.input_dtype(1),
+               Shape{known_or(w.batch, dim_or_unknown(g, 0)), w.in_h, w.in_w, known_or(w.depth, dim_or_unknown(g, 3))});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -624,6 +656,82 @@ void max_pool_grad_kernel(KernelContext& c) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// AvgPool: for each output pixel, the sum over the window's in-image positions of contiguous
+// depth vectors, times 1 / (their count). AvgPoolGrad: each output's gradient times that same
+// 1 / count, added to every in-image position of its window; windows overlap when strides <
+// ksize, so images are the unit of parallelism there.
+
+template <typename T>
+void avg_pool_kernel(KernelContext& c) {
+  const Tensor& input = c.input(0);
+  const Window2D w = pool_geometry(c, c.attrs(), input.shape());
+  Tensor& output = c.allocate_output(0, input.dtype(), Shape{w.batch, w.out_h, w.out_w, w.depth});
+  const int64_t depth = w.depth;
+  if (output.num_elements() == 0) return;
+  const T* in = input.data<T>();
+  T* out = output.data<T>();
+  c.parallel_for(w.batch * w.out_h, w.out_w * w.k_h * w.k_w * depth, [=](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t n = row / w.out_h, oh = row % w.out_h;
+      const int64_t ih0 = oh * w.stride_h - w.pad_top;
+      const int64_t kh_lo = std::max<int64_t>(0, -ih0), kh_hi = std::min<int64_t>(w.k_h, w.in_h - ih0);
+      for (int64_t ow = 0; ow < w.out_w; ++ow) {
+        const int64_t iw0 = ow * w.stride_w - w.pad_left;
+        const int64_t kw_lo = std::max<int64_t>(0, -iw0), kw_hi = std::min<int64_t>(w.k_w, w.in_w - iw0);
+        T* __restrict o = out + (row * w.out_w + ow) * depth;
+        std::fill(o, o + depth, T(0));
+        for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+          for (int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+            const T* x = in + ((n * w.in_h + ih0 + kh) * w.in_w + iw0 + kw) * depth;
+            for (int64_t d = 0; d < depth; ++d) o[d] += x[d];
+          }
+        }
+        const int64_t count = std::max<int64_t>(0, kh_hi - kh_lo) * std::max<int64_t>(0, kw_hi - kw_lo);
+        const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+        for (int64_t d = 0; d < depth; ++d) o[d] *= scale;
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool_grad_kernel(KernelContext& c) {
+  const Shape input = sizes_from_tensor(c, c.input(0), "orig_input_shape");
+  const Tensor& grad_t = c.input(1);
+  const Window2D w = pool_geometry(c, c.attrs(), input);
+  check_pooled(c, w, input, grad_t.shape(), "grad");
+  Tensor& dx_tensor = c.allocate_output(0, grad_t.dtype(), input);
+  if (dx_tensor.num_elements() == 0) return;
+  const int64_t depth = w.depth, image_in = w.in_h * w.in_w * depth, image_out = w.out_h * w.out_w * depth;
+  const T* grad = grad_t.data<T>();
+  T* dx = dx_tensor.data<T>();
+  c.parallel_for(w.batch, std::max<int64_t>(1, w.out_h * w.out_w * w.k_h * w.k_w * depth), [=](int64_t b, int64_t e) {
+    for (int64_t img = b; img < e; ++img) {
+      T* __restrict d_img = dx + img * image_in;
+      const T* g = grad + img * image_out;
+      std::fill(d_img, d_img + image_in, T(0));
+      for (int64_t oh = 0; oh < w.out_h; ++oh) {
+        const int64_t ih0 = oh * w.stride_h - w.pad_top;
+        const int64_t kh_lo = std::max<int64_t>(0, -ih0), kh_hi = std::min<int64_t>(w.k_h, w.in_h - ih0);
+        for (int64_t ow = 0; ow < w.out_w; ++ow, g += depth) {
+          const int64_t iw0 = ow * w.stride_w - w.pad_left;
+          const int64_t kw_lo = std::max<int64_t>(0, -iw0), kw_hi = std::min<int64_t>(w.k_w, w.in_w - iw0);
+          const int64_t count = std::max<int64_t>(0, kh_hi - kh_lo) * std::max<int64_t>(0, kw_hi - kw_lo);
+          if (count == 0) continue;
+          const T scale = T(1) / static_cast<T>(count);
+          for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+            for (int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+              T* __restrict d = d_img + ((ih0 + kh) * w.in_w + iw0 + kw) * depth;
+              for (int64_t ch = 0; ch < depth; ++ch) d[ch] += g[ch] * scale;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 int64_t known(int64_t d) { return std::max<int64_t>(0, d); }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,6 +748,12 @@ std::vector<Output> conv2d_gradient(const Scope& scope, const Node& node, std::s
 std::vector<Output> max_pool_gradient(const Scope& scope, const Node& node, std::span<const Output> grads) {
   const AttrMap& attrs = node.attrs();
   return {max_pool_grad(scope, node.input(0), node.output(0), grads[0], attrs.get<std::vector<int64_t>>("ksize"),
+                        attrs.get<std::vector<int64_t>>("strides"), attrs.get<std::string>("padding"))};
+}
+
+std::vector<Output> avg_pool_gradient(const Scope& scope, const Node& node, std::span<const Output> grads) {
+  const AttrMap& attrs = node.attrs();
+  return {avg_pool_grad(scope, shape(scope, node.input(0)), grads[0], attrs.get<std::vector<int64_t>>("ksize"),
                         attrs.get<std::vector<int64_t>>("strides"), attrs.get<std::string>("padding"))};
 }
 
@@ -692,6 +806,44 @@ void register_conv_ops(OpRegistry& registry) {
                 .gradient = max_pool_gradient,
                 .doc = "Max pooling of an NHWC input over ksize [1,kh,kw,1] windows; attrs strides "
                        "[1,sh,sw,1] and padding SAME or VALID."});
+  registry.add({.name = "AvgPool",
+                .num_inputs = 1,
+                .shape = avg_pool_shape,
+                .kernel =
+                    [](KernelContext& c) {
+                      if (c.input(0).dtype() == DType::kFloat64)
+                        avg_pool_kernel<double>(c);
+                      else
+                        avg_pool_kernel<float>(c);
+                    },
+                .flops =
+                    [](const CostContext& c) {
+                      const auto& ksize = c.node.attrs().get<std::vector<int64_t>>("ksize");
+                      // One add per window position of each output element, and the scale.
+                      return known(c.output_shapes[0].num_elements()) * (ksize[1] * ksize[2] + 1);
+                    },
+                .gradient = avg_pool_gradient,
+                .doc = "Average pooling of an NHWC input over ksize [1,kh,kw,1] windows; attrs strides "
+                       "[1,sh,sw,1] and padding SAME or VALID (SAME averages the in-image positions only)."});
+  registry.add({.name = "AvgPoolGrad",
+                .num_inputs = 2,
+                .shape = avg_pool_grad_shape,
+                .kernel =
+                    [](KernelContext& c) {
+                      if (c.input(1).dtype() == DType::kFloat64)
+                        avg_pool_grad_kernel<double>(c);
+                      else
+                        avg_pool_grad_kernel<float>(c);
+                    },
+                .flops =
+                    [](const CostContext& c) {
+                      const auto& ksize = c.node.attrs().get<std::vector<int64_t>>("ksize");
+                      // A multiply-add per window position of each gradient element.
+                      return 2 * known(c.input_shapes[1].num_elements()) * ksize[1] * ksize[2];
+                    },
+                .not_differentiable = true,
+                .doc = "Inputs (orig_input_shape, grad). AvgPool's gradient: each grad value divided by its "
+                       "window's in-image count and added over the window; attrs as the forward AvgPool."});
   registry.add({.name = "Conv2DBackpropInput",
                 .num_inputs = 3,
                 .shape = conv2d_backprop_input_shape,

@@ -1,5 +1,6 @@
-// Convolution and pooling ops of the nn family (NHWC layout only): Conv2D, MaxPool and the
-// backward ops of their gradient rules, Conv2DBackpropInput, Conv2DBackpropFilter, MaxPoolGrad.
+// Convolution and pooling ops of the nn family (NHWC layout only): Conv2D, MaxPool, AvgPool and
+// the backward ops of their gradient rules, Conv2DBackpropInput, Conv2DBackpropFilter,
+// MaxPoolGrad, AvgPoolGrad.
 // Registered through register_nn_ops.
 //
 // Kernels: float32 convolutions run on oneDNN (ops/internal/dnnl.h: 2-3x im2col + OpenBLAS on the
@@ -12,6 +13,8 @@
 //                           filter: Conv2DBackpropFilter(input, Shape(filter), grad)
 //                 MaxPool -> MaxPoolGrad(input, output, grad): each output's gradient goes to the
 //                            first maximum of its window (row-major order), as in TensorFlow.
+//                 AvgPool -> AvgPoolGrad(Shape(input), grad): each output's gradient spread evenly
+//                            over the in-image positions of its window.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,12 @@ Output conv2d(const Scope& scope, Output input, Output filter, std::vector<int64
 Output max_pool(const Scope& scope, Output value, std::vector<int64_t> ksize, std::vector<int64_t> strides,
                 std::string padding, CallSite site = CallSite::current());
 
+// Average pooling of `value` [batch, height, width, channels] (float32 or float64), windows and
+// padding as max_pool. Like TensorFlow, each output is the mean of the window's in-image
+// positions only: with SAME padding, border windows divide by their count of valid elements.
+Output avg_pool(const Scope& scope, Output value, std::vector<int64_t> ksize, std::vector<int64_t> strides,
+                std::string padding, CallSite site = CallSite::current());
+
 // The gradient of conv2d with respect to its input: out_backprop [batch, out_h, out_w,
 // out_channels] convolved back through `filter` into an NHWC tensor of shape `input_sizes`
 // (int32 or int64 vector of 4; Shape(input) in the gradient rule, whose inferred shape then
@@ -51,6 +60,12 @@ Output conv2d_backprop_filter(const Scope& scope, Output input, Output filter_si
 // The gradient of max_pool: `grad` (shaped like orig_output) routed to the first maximum of
 // each window of orig_input (float32 or float64); overlapping windows add up.
 Output max_pool_grad(const Scope& scope, Output orig_input, Output orig_output, Output grad, std::vector<int64_t> ksize,
+                     std::vector<int64_t> strides, std::string padding, CallSite site = CallSite::current());
+
+// The gradient of avg_pool: `grad` (shaped like avg_pool's output) spread back over an NHWC
+// tensor of shape `orig_input_shape` (int32 or int64 vector of 4; Shape(input) in the rule),
+// each value divided by its window's count of in-image positions; overlapping windows add up.
+Output avg_pool_grad(const Scope& scope, Output orig_input_shape, Output grad, std::vector<int64_t> ksize,
                      std::vector<int64_t> strides, std::string padding, CallSite site = CallSite::current());
 
 // Called by register_nn_ops.

@@ -221,5 +221,38 @@ TEST(NnGradients, CrossEntropyRulesAndWhatGetsNoGradient) {
   EXPECT_EQ(lsm_grad.node->input(1), lsm);
 }
 
+TEST(NnGradients, AvgPool) {
+  struct Case {
+    Shape input;
+    int64_t kh, kw, stride;
+    const char* padding;
+  };
+  const Case cases[] = {{Shape{2, 4, 4, 2}, 2, 2, 2, "VALID"},
+                        {Shape{2, 4, 4, 2}, 2, 2, 1, "SAME"},
+                        {Shape{1, 5, 5, 1}, 3, 3, 2, "SAME"},
+                        {Shape{1, 5, 4, 3}, 3, 2, 1, "VALID"}};
+  for (const auto& k : cases) {
+    SCOPED_TRACE(::testing::Message() << k.input.to_string() << " " << k.kh << "x" << k.kw << " stride " << k.stride
+                                      << " " << k.padding);
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s, DType::kFloat64, k.input);
+    auto y = avg_pool(s, x, {1, k.kh, k.kw, 1}, {1, k.stride, k.stride, 1}, k.padding);
+    expect_gradient_matches(x, random_tensor(k.input, 21), y, {}, {.expect_nonzero = true});
+  }
+}
+
+TEST(NnGradients, SigmoidCrossEntropyLogitsAndLabels) {
+  Graph g;
+  Scope s(g);
+  auto logits = placeholder(s, DType::kFloat64, Shape{3, 4});
+  auto labels = placeholder(s, DType::kFloat64, Shape{3, 4});
+  auto loss = sigmoid_cross_entropy_with_logits(s, labels, logits);
+  // |logits| >= 0.1: the formula's max(x, 0) and |x| have kinks at 0 (the loss itself is smooth).
+  const Tensor lv = random_tensor(Shape{3, 4}, 22, -4, 4, 0.1), zv = random_tensor(Shape{3, 4}, 23, 0, 1);
+  expect_gradient_matches(logits, lv, loss, {{labels, zv}}, {.expect_nonzero = true});
+  expect_gradient_matches(labels, zv, loss, {{logits, lv}}, {.expect_nonzero = true});
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -42,6 +42,10 @@ Output softmax_cross_entropy_with_logits(const Scope& scope, Output labels, Outp
   return scope.add_node(op_def("SoftmaxCrossEntropyWithLogits"), {logits, labels}, {}, site)->output(0);
 }
 
+Output sigmoid_cross_entropy_with_logits(const Scope& scope, Output labels, Output logits, CallSite site) {
+  return scope.add_node(op_def("SigmoidCrossEntropyWithLogits"), {logits, labels}, {}, site)->output(0);
+}
+
 Output relu_grad(const Scope& scope, Output gradients, Output features, CallSite site) {
   return scope.add_node(op_def("ReluGrad"), {gradients, features}, {}, site)->output(0);
 }
@@ -281,6 +285,30 @@ void xent_kernel(KernelContext& c) {
         br[j] = br[j] * inv - lr[j];
       }
       loss[r] = l;
+    }
+  });
+}
+
+// Elementwise: loss = max(x, 0) - x * z + log1p(exp(-|x|)), backprop = sigmoid(x) - z, where
+// sigmoid(x) comes from the same e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) otherwise.
+template <typename T>
+void sigmoid_xent_kernel(KernelContext& c) {
+  const Tensor& logits = c.input(0);
+  const Tensor& labels = c.input(1);
+  if (logits.shape() != labels.shape())
+    c.fail("logits and labels must have the same shape: logits " + logits.shape().to_string() + " vs labels " +
+           labels.shape().to_string());
+  T* loss = c.allocate_output(0, logits.dtype(), logits.shape()).template data<T>();
+  T* backprop = c.allocate_output(1, logits.dtype(), logits.shape()).template data<T>();
+  const T* xp = logits.data<T>();
+  const T* zp = labels.data<T>();
+  c.parallel_for(logits.num_elements(), 20, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const T x = xp[i], z = zp[i];
+      const T ex = exp_of(-std::abs(x));
+      const T inv = T(1) / (T(1) + ex);
+      loss[i] = (x > T(0) ? x : T(0)) - x * z + std::log1p(ex);
+      backprop[i] = (x >= T(0) ? inv : ex * inv) - z;
     }
   });
 }
@@ -550,6 +578,17 @@ void scale_rows_shape(ShapeContext& c) {
   c.set_output(0, c.input_dtype(0), Shape{batch, x.known_rank() ? x.dim(1) : -1});
 }
 
+void sigmoid_xent_shape(ShapeContext& c) {
+  c.expect_floating(0);
+  c.expect_dtype(1, c.input_dtype(0));
+  Shape out;
+  if (!merge_shapes(c.input_shape(0), c.input_shape(1), &out))
+    c.fail("logits and labels must have the same shape: logits " + c.input_shape(0).to_string() + " vs labels " +
+           c.input_shape(1).to_string());
+  c.set_output(0, c.input_dtype(0), out);
+  c.set_output(1, c.input_dtype(0), out);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradient rules.
 
@@ -590,6 +629,14 @@ std::vector<Output> xent_gradient(const Scope& scope, const Node& node, std::spa
           scale_rows(scope, neg(scope, grads[0]), log_softmax(scope, node.input(0)))};
 }
 
+// d loss / d logits = sigmoid(x) - z (the backprop output), d loss / d labels = -x (TensorFlow's
+// composite formula differentiated: its gradient for labels is -logits).
+std::vector<Output> sigmoid_xent_gradient(const Scope& scope, const Node& node, std::span<const Output> grads) {
+  expect_no_backprop_gradient(node, grads);
+  if (!grads[0]) return {Output{}, Output{}};
+  return {mul(scope, grads[0], node.output(1)), mul(scope, grads[0], neg(scope, node.input(0)))};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Costs. TensorFlow registers no flops for the softmax family; we count, per element, the row
 // max, the subtraction, the exponential, the sum and the final scale (or log subtraction): 5.
@@ -601,6 +648,9 @@ constexpr int64_t kXentFlopsPerElement = 8;
 // SoftmaxGrad: multiply-add for the row sum, subtraction, multiply. LogSoftmaxGrad: add for the
 // row sum, exponential, multiply, subtraction.
 constexpr int64_t kSoftmaxGradFlopsPerElement = 4;
+// SigmoidCrossEntropyWithLogits: |x|, exp, log1p, max, x * z, two subtractions, and the sigmoid's
+// add and divide plus the backprop subtraction.
+constexpr int64_t kSigmoidXentFlopsPerElement = 10;
 
 int64_t output_elements_flops(const CostContext& c) { return known_elements(c.output_shapes[0]); }
 
@@ -682,6 +732,19 @@ void register_nn_ops(OpRegistry& registry) {
        .gradient = xent_gradient,
        .doc = "Inputs (features, labels), both [batch, classes]. Outputs loss [batch] = "
               "-sum(labels * log_softmax(features)) and backprop = softmax(features) - labels."});
+  registry.add(
+      {.name = "SigmoidCrossEntropyWithLogits",
+       .num_inputs = 2,
+       .num_outputs = 2,
+       .shape = sigmoid_xent_shape,
+       .kernel =
+           [](KernelContext& c) {
+             dispatch_float(c.input(0).dtype(), [&](auto t) { sigmoid_xent_kernel<decltype(t)>(c); });
+           },
+       .flops = [](const CostContext& c) { return kSigmoidXentFlopsPerElement * known_elements(c.input_shapes[0]); },
+       .gradient = sigmoid_xent_gradient,
+       .doc = "Inputs (logits, labels) of one shape. Outputs loss = max(logits, 0) - logits * labels + "
+              "log(1 + exp(-|logits|)) elementwise and backprop = sigmoid(logits) - labels."});
   registry.add({.name = "ReluGrad",
                 .num_inputs = 2,
                 .shape =
@@ -740,6 +803,7 @@ void register_nn_ops(OpRegistry& registry) {
                 .doc = "Inputs (scale [batch], x [batch, n]). x with row r multiplied by scale[r] (TensorFlow's "
                        "expand_dims(scale, -1) * x in the cross-entropy gradients)."});
   register_conv_ops(registry);
+  register_normalization_ops(registry);
 }
 
 }  // namespace stepscope

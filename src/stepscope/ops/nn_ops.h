@@ -1,8 +1,9 @@
 // nn ops: Relu, BiasAdd, Softmax, LogSoftmax, SparseSoftmaxCrossEntropyWithLogits,
 // SoftmaxCrossEntropyWithLogits, and the backward ops of their gradient rules: ReluGrad,
 // BiasAddGrad, SoftmaxGrad, LogSoftmaxGrad, ScaleRows. The convolution and pooling ops (Conv2D,
-// MaxPool and their backward ops) live in conv_ops.h, included here so that one include gives
-// the whole family.
+// MaxPool, AvgPool and their backward ops) live in conv_ops.h, batch normalization
+// (FusedBatchNorm, FusedBatchNormGrad) in normalization_ops.h, both included here so that one
+// include gives the whole family. SigmoidCrossEntropyWithLogits is here.
 //
 // Gradient rules (OpDef::gradient, registered with each forward op):
 //   Relu        -> ReluGrad(grad, relu output)
@@ -12,12 +13,15 @@
 //   SparseSoftmaxCrossEntropyWithLogits -> logits: ScaleRows(grad of loss, backprop); labels: none
 //   SoftmaxCrossEntropyWithLogits -> logits: ScaleRows(grad of loss, backprop);
 //                                    labels: ScaleRows(-(grad of loss), LogSoftmax(logits))
+//   SigmoidCrossEntropyWithLogits -> logits: grad * backprop (sigmoid(logits) - labels);
+//                                    labels: grad * -logits
 // The cross entropies fail with UnimplementedError when a gradient flows into their backprop
 // output (output 1): that second-order path is not supported.
 #pragma once
 
 #include "stepscope/graph/scope.h"
 #include "stepscope/ops/conv_ops.h"
+#include "stepscope/ops/normalization_ops.h"
 
 namespace stepscope {
 
@@ -44,6 +48,14 @@ Output sparse_softmax_cross_entropy_with_logits(const Scope& scope, Output label
 // the same float dtype. Returns the loss [batch] (output 0); output 1 is the backprop
 // softmax(logits) - labels.
 Output softmax_cross_entropy_with_logits(const Scope& scope, Output labels, Output logits,
+                                         CallSite site = CallSite::current());
+
+// Elementwise logistic loss of `logits` against `labels` (same shape and float dtype; labels
+// are probabilities in [0, 1]), TensorFlow's numerically stable formula
+//   max(x, 0) - x * z + log(1 + exp(-|x|))
+// which stays finite for any finite logit. Returns the loss (output 0, shaped like logits);
+// output 1 of the same node is the backprop sigmoid(logits) - labels.
+Output sigmoid_cross_entropy_with_logits(const Scope& scope, Output labels, Output logits,
                                          CallSite site = CallSite::current());
 
 // ----------------------------------------------------------------------------------------------

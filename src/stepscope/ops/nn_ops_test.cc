@@ -790,5 +790,61 @@ TEST(NnOps, Flops) {
   EXPECT_EQ(flops_of(relu(s, placeholder(s, DType::kFloat32, Shape{-1, 3}))), 0);
 }
 
+// ------------------------------------------------------------------ SigmoidCrossEntropyWithLogits
+
+TEST(SigmoidCrossEntropyWithLogits, MatchesTheLogisticLossAndItsBackprop) {
+  Graph g;
+  Scope s(g);
+  const std::vector<double> x = {-3, -1, 0, 0.5, 1, 2.5}, z = {0, 1, 0.5, 0.25, 0, 1};
+  auto logits = constant<double>(s, x, Shape{2, 3});
+  auto labels = constant<double>(s, z, Shape{2, 3});
+  auto loss = sigmoid_cross_entropy_with_logits(s, labels, logits);
+  EXPECT_EQ(loss.shape(), (Shape{2, 3}));
+  auto out = eval({loss, Output{loss.node, 1}});
+  std::vector<double> want_loss, want_backprop;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double p = 1 / (1 + std::exp(-x[i]));
+    want_loss.push_back(-z[i] * std::log(p) - (1 - z[i]) * std::log(1 - p));
+    want_backprop.push_back(p - z[i]);
+  }
+  expect_tensor_near<double>(out[0], Shape{2, 3}, want_loss, 1e-12);
+  expect_tensor_near<double>(out[1], Shape{2, 3}, want_backprop, 1e-12);
+}
+
+TEST(SigmoidCrossEntropyWithLogits, LargeLogitsStayFinite) {
+  Graph g;
+  Scope s(g);
+  auto logits = constant<float>(s, {-1000, -100, 100, 1000, -1000, 1000}, Shape{6});
+  auto labels = constant<float>(s, {0, 0, 1, 1, 1, 0}, Shape{6});
+  auto loss = sigmoid_cross_entropy_with_logits(s, labels, logits);
+  auto out = eval({loss, Output{loss.node, 1}});
+  // Right labels: (almost) no loss; wrong ones: |logit|. The naive formula gives inf or NaN.
+  expect_tensor_near<float>(out[0], Shape{6}, {0, 0, 0, 0, 1000, 1000});
+  expect_tensor_near<float>(out[1], Shape{6}, {0, 0, 0, 0, -1, 1});
+}
+
+TEST(SigmoidCrossEntropyWithLogits, ShapeErrorsNameTheNodeAndTheShapes) {
+  expect_build_error(
+      [](const Scope& s) {
+        sigmoid_cross_entropy_with_logits(s.with_op_name("loss"), placeholder(s, DType::kFloat32, Shape{4, 1}),
+                                          placeholder(s, DType::kFloat32, Shape{4, 2}));
+      },
+      "[SigmoidCrossEntropyWithLogits] loss: logits and labels must have the same shape: logits [4,2] vs labels "
+      "[4,1]");
+  Graph g;
+  Scope s(g);
+  auto labels = placeholder(s, DType::kFloat32);
+  auto logits = placeholder(s, DType::kFloat32);
+  auto loss = sigmoid_cross_entropy_with_logits(s.with_op_name("loss"), labels, logits);
+  expect_invalid_argument(
+      [&] {
+        eval(loss, {{labels, Tensor::from_vector<float>({1, 0})}, {logits, Tensor::from_vector<float>({1, 2, 3})}});
+      },
+      "[SigmoidCrossEntropyWithLogits] loss: logits and labels must have the same shape: logits [3] vs labels [2]");
+  EXPECT_EQ(flops_of(sigmoid_cross_entropy_with_logits(s, placeholder(s, DType::kFloat32, Shape{2, 3}),
+                                                       placeholder(s, DType::kFloat32, Shape{2, 3}))),
+            60);
+}
+
 }  // namespace
 }  // namespace stepscope

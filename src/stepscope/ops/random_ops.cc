@@ -5,10 +5,14 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/internal/op_util.h"
 #include "stepscope/ops/internal/philox.h"
+#include "stepscope/ops/math_ops.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
@@ -190,6 +194,59 @@ void truncated_normal_kernel_t(KernelContext& c, Tensor& out) {
   });
 }
 
+// Dropout: one uniform float per element (4 per Philox block, for both dtypes), kept when >= rate.
+template <typename T>
+void dropout_kernel(KernelContext& c) {
+  const Tensor& x = c.input(0);
+  const double rate = c.attrs().get<double>("rate");
+  Tensor& y_t = c.allocate_output(0, x.dtype(), x.shape());
+  Tensor& mask_t = c.allocate_output(1, x.dtype(), x.shape());
+  const int64_t n = x.num_elements();
+  constexpr int kPer = 4;
+  const int64_t blocks = (n + kPer - 1) / kPer;
+  const uint64_t first = reserve_blocks(c, static_cast<uint64_t>(blocks));
+  const float threshold = static_cast<float>(rate);
+  const T keep_scale = static_cast<T>(1.0 / (1.0 - rate));
+  const philox::Stream stream = stream_of(c);
+  const T* in = x.data<T>();
+  T* y = y_t.data<T>();
+  T* mask = mask_t.data<T>();
+  c.parallel_for(blocks, 12, [&](int64_t begin, int64_t end) {
+    constexpr int64_t kBatch = 64;
+    philox::Block buffer[kBatch];
+    for (int64_t b = begin; b < end; b += kBatch) {
+      const int64_t m = std::min(kBatch, end - b);
+      philox::generate_blocks(stream, first + static_cast<uint64_t>(b), m, buffer);
+      const uint32_t* words = buffer[0].data();
+      const int64_t base = b * kPer, count = std::min(m * kPer, n - base);
+      for (int64_t i = 0; i < count; ++i) {
+        const T k = philox::uniform_float(words[i]) >= threshold ? keep_scale : T(0);
+        mask[base + i] = k;
+        y[base + i] = in[base + i] * k;
+      }
+    }
+  });
+}
+
+template <typename Ctx>
+void check_rate(const Ctx& c, double rate) {
+  if (!(rate >= 0.0 && rate < 1.0))
+    c.fail("rate must be a scalar tensor or a float in the range [0, 1), got " + std::to_string(rate));
+}
+
+void dropout_shape(ShapeContext& c) {
+  c.expect_floating(0);
+  check_rate(c, c.node().attrs().get<double>("rate"));
+  c.set_output(0, c.input_dtype(0), c.input_shape(0));
+  c.set_output(1, c.input_dtype(0), c.input_shape(0));
+}
+
+// The mask is a constant of the step: d y / d x = mask; nothing flows back through the mask.
+std::vector<Output> dropout_gradient(const Scope& scope, const Node& node, std::span<const Output> grads) {
+  if (!grads[0]) return {Output{}};
+  return {mul(scope, grads[0], node.output(1))};
+}
+
 template <void (*kFloat)(KernelContext&, Tensor&), void (*kDouble)(KernelContext&, Tensor&)>
 void random_kernel(KernelContext& c) {
   Tensor& out = allocate_random_output(c);
@@ -224,7 +281,30 @@ Output truncated_normal(const Scope& scope, std::vector<int64_t> dims, double me
                          {{"mean", mean}, {"stddev", stddev}}, site);
 }
 
+Output dropout(const Scope& scope, Output x, double rate, int64_t seed, int64_t seed2, CallSite site) {
+  auto [s1, s2] = resolve_seeds(seed, seed2);
+  return scope.add_node(op_def("Dropout"), {x}, {{"rate", rate}, {"seed", s1}, {"seed2", s2}}, site)->output(0);
+}
+
 void register_random_ops(OpRegistry& registry) {
+  registry.add(
+      {.name = "Dropout",
+       .num_inputs = 1,
+       .num_outputs = 2,
+       .shape = dropout_shape,
+       .kernel =
+           [](KernelContext& c) {
+             if (c.input(0).dtype() == DType::kFloat64)
+               dropout_kernel<double>(c);
+             else
+               dropout_kernel<float>(c);
+           },
+       // The comparison and the multiply, per element.
+       .flops = [](const CostContext& c) { return 2 * std::max<int64_t>(0, c.input_shapes[0].num_elements()); },
+       .gradient = dropout_gradient,
+       .stateful = true,
+       .doc = "Input x; attrs rate in [0, 1), seed, seed2. Outputs y = x * mask and mask (0, or "
+              "1 / (1 - rate) with probability 1 - rate, from the node's Philox stream)."});
   registry.add({.name = "RandomUniform",
                 .num_inputs = 1,
                 .shape = random_shape,

@@ -1,9 +1,14 @@
 #include "stepscope/ops/random_ops.h"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/internal/philox.h"
+#include "stepscope/ops/math_ops.h"
+#include "stepscope/testing/gradient_checker.h"
 #include "stepscope/testing/op_test_util.h"
 
 namespace stepscope {
@@ -218,6 +223,92 @@ TEST(RandomOps, ShapeErrorsAndRunTimeDims) {
   }
   auto empty = random_normal(s, {0, 3});
   EXPECT_EQ(testing::eval(empty).shape(), (Shape{0, 3}));
+}
+
+// ------------------------------------------------------------------------------ Dropout
+
+TEST(Dropout, KeepsOneMinusRateScaledSoTheExpectedValueIsPreserved) {
+  Graph g;
+  Scope s(g);
+  const int64_t n = 200001;
+  auto x = constant<float>(s, std::vector<float>(n, 2.f), Shape{n});
+  auto y = dropout(s, x, 0.3, 7, 0);
+  EXPECT_EQ(y.shape(), (Shape{n}));
+  auto out = testing::eval({y, Output{y.node, 1}}, {}, 4);
+  int64_t kept = 0;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = out[0].data<float>()[i], m = out[1].data<float>()[i];
+    ASSERT_TRUE(v == 0.f || v == 2.f / 0.7f) << v;
+    ASSERT_EQ(v, 2.f * m);
+    kept += v != 0.f;
+    sum += v;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.005);
+  EXPECT_NEAR(sum / n, 2.0, 0.02);
+}
+
+TEST(Dropout, RateZeroIsTheIdentity) {
+  Graph g;
+  Scope s(g);
+  const Tensor xv = testing::random_tensor(Shape{3, 7}, 5);
+  auto y = dropout(s, constant(s, xv), 0.0, 1, 2);
+  const Tensor out = testing::eval(y);
+  for (int i = 0; i < 21; ++i) EXPECT_EQ(out.data<double>()[i], xv.data<double>()[i]);
+}
+
+TEST(Dropout, BadRateIsAnInvalidArgumentNamingTheNode) {
+  for (double rate : {-0.1, 1.0, 1.5}) {
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s, DType::kFloat32, Shape{4});
+    try {
+      dropout(s.with_op_name("drop"), x, rate, 1);
+      ADD_FAILURE() << "expected InvalidArgumentError for rate " << rate;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("[Dropout] drop: rate must be"));
+      EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr("[0, 1)"));
+    }
+  }
+}
+
+TEST(Dropout, SameSeedSameMasksInEverySessionNewMaskEveryStep) {
+  auto masks = [](int threads) {
+    Graph g;
+    Scope s(g);
+    auto y = dropout(s, constant<float>(s, std::vector<float>(1000, 1.f), Shape{10, 100}), 0.5, 42, 3);
+    Session session(g, {.inter_op_threads = threads});
+    std::vector<std::vector<float>> runs;
+    for (int i = 0; i < 2; ++i) runs.push_back(session.run(y).to_vector<float>());
+    return runs;
+  };
+  const auto a = masks(1), b = masks(4);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a[0], a[1]);
+}
+
+TEST(Dropout, TheGradientUsesTheStepsMask) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s, DType::kFloat64, Shape{500});
+  auto y = dropout(s, x, 0.4, 9, 0);
+  auto w = placeholder(s, DType::kFloat64, Shape{500});
+  auto dx = gradients(s, {mul(s, y, w)}, {x})[0];
+  const Tensor xv = testing::random_tensor(Shape{500}, 1, -1, 1, 0.1), wv = testing::random_tensor(Shape{500}, 2);
+  Session session(g);
+  for (int step = 0; step < 3; ++step) {
+    auto out = session.run({{x, xv}, {w, wv}}, {y, dx});
+    int64_t dropped = 0;
+    for (int i = 0; i < 500; ++i) {
+      const double yi = out[0].data<double>()[i], di = out[1].data<double>()[i];
+      const double mask = yi == 0 ? 0 : 1 / 0.6;
+      if (yi == 0) ++dropped;
+      EXPECT_NEAR(yi, xv.data<double>()[i] * mask, 1e-12);
+      EXPECT_NEAR(di, wv.data<double>()[i] * mask, 1e-12) << "at " << i;
+    }
+    EXPECT_GT(dropped, 100);
+    EXPECT_LT(dropped, 300);
+  }
 }
 
 }  // namespace

@@ -206,6 +206,16 @@ const std::vector<GradientRow>& gradient_rows() {
        1,
        0,
        true},
+      {"AvgPool", {{1, 5, 4, 2}}, [](S s, O x) { return avg_pool(s, x[0], {1, 3, 2, 1}, {1, 2, 2, 1}, "SAME"); }},
+      {"FusedBatchNorm",
+       {{2, 3, 3, 2}, {2}, {2}},
+       [](S s, O x) { return fused_batch_norm(s, x[0], x[1], x[2], Output{}, Output{}, 1e-3, true).y; }},
+      {"SigmoidCrossEntropyWithLogits",
+       {{2, 3}, {2, 3}},
+       [](S s, O x) { return sigmoid_cross_entropy_with_logits(s, x[0], x[1]); }},
+      // random. Rate 0: a run draws a new mask, and the checker's runs must see the same one (the
+      // gradient's use of the step's mask is checked in random_ops_test.cc).
+      {"Dropout", {{2, 3}}, [](S s, O x) { return dropout(s, x[0], 0.0, 1); }},
   };
   return rows;
 }

@@ -71,6 +71,7 @@ Variable make_local_variable(const Scope& scope, std::string_view name, Output i
 std::vector<Variable> global_variables(const Graph& graph) { return variables_of(graph, kGlobalVariables); }
 std::vector<Variable> local_variables(const Graph& graph) { return variables_of(graph, kLocalVariables); }
 std::vector<Variable> trainable_variables(const Graph& graph) { return variables_of(graph, kTrainableVariables); }
+std::vector<Node*> get_update_ops(const Graph& graph) { return graph.collection(kUpdateOps); }
 
 Node* variables_initializer(const Scope& scope, const std::vector<Variable>& variables, CallSite site) {
   std::vector<Node*> deps;

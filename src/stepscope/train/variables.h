@@ -17,6 +17,9 @@ inline constexpr const char* kLocalVariables = "local_variables";
 inline constexpr const char* kVariableInitializers = "variable_initializers";
 inline constexpr const char* kGlobalStepCollection = "global_step";
 inline constexpr const char* kGlobalStepReadCollection = "global_step_read";
+// tf.GraphKeys.UPDATE_OPS: ops a training step must run besides the optimizer's updates (the
+// moving averages of nn::batch_normalization). See get_update_ops.
+inline constexpr const char* kUpdateOps = "update_ops";
 
 struct Variable {
   Node* node = nullptr;         // the VariableV2 node ("w")
@@ -50,6 +53,12 @@ Variable make_local_variable(const Scope& scope, std::string_view name, Output i
 std::vector<Variable> global_variables(const Graph& graph);
 std::vector<Variable> local_variables(const Graph& graph);
 std::vector<Variable> trainable_variables(const Graph& graph);
+
+// The nodes of the kUpdateOps collection, in the order they were added (tf.get_collection(
+// tf.GraphKeys.UPDATE_OPS)). Make the train op depend on them, as in TensorFlow:
+//   auto train = opt.minimize(root.with_control_dependencies(get_update_ops(g)), loss, step);
+// (every node minimize adds, gradients included, then waits for the moving-average updates).
+std::vector<Node*> get_update_ops(const Graph& graph);
 
 // A NoOp ("init") that runs the initializer of every global variable that exists now.
 Node* global_variables_initializer(const Scope& scope, CallSite site = CallSite::current());
