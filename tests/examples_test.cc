@@ -326,4 +326,82 @@ TEST_F(ExampleTest, ProfilerStoryShowsEveryViewAndWritesTimelines) {
   EXPECT_NE(section(r.output, "advice").find("CriticalPathChecker:"), std::string::npos) << r.output;
 }
 
+// Seed 002's model: ESMM on a generated click log with a known ground truth. The early-stopping
+// hook on the CTCVR AUC ends training; the AUC reached is close to the ground truth's and far
+// above what the category and hour alone give (about 0.6).
+TEST_F(ExampleTest, EsmmStoryLearnsTheClickLogAndStopsOnTheCtcvrAuc) {
+  const ProgramRun r = run_program("esmm_story", "--examples 200000");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex("best CTCVR AUC ([0-9.]+) at global step ([0-9]+) \\(ground truth's: ([0-9.]+), a gap of")))
+      << r.output;
+  const double auc = std::stod(m[1]);
+  const double truth = std::stod(m[3]);
+  EXPECT_GT(truth, 0.8) << r.output;
+  EXPECT_GT(auc, 0.74) << r.output;
+  EXPECT_GT(auc, truth - 0.08) << r.output;
+  EXPECT_LE(auc, truth + 0.01) << "no model beats the true probabilities by more than noise\n" << r.output;
+  EXPECT_NE(r.output.find("INFO: No increase in metric \"ctcvr_cvr_auc_esmm\" for "), std::string::npos) << r.output;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("INFO: Requesting early stopping at global step ([0-9]+)")))
+      << r.output;
+  const int64_t stop_step = std::stoll(m[1]);
+  EXPECT_GE(stop_step, 1000);  // min_steps 500 + 500 without increase at the least
+
+  // A timeline every 100 steps into ./timeline_track, each a valid trace with the embedding
+  // lookups and the sparse updates in it.
+  const fs::path track = dir_ / "timeline_track";
+  std::vector<int64_t> expected;
+  for (int64_t step = 100; step <= stop_step; step += 100) expected.push_back(step);
+  const auto steps = steps_of_files(track, "timeline-", ".json");
+  ASSERT_GE(steps.size(), expected.size()) << r.output;
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), steps.begin())) << r.output;
+  const std::string last = "timeline-" + std::to_string(expected.back()) + ".json";
+  EXPECT_EQ(trace_problems(track / last), "") << last;
+  const std::string trace = stepscope::read_file(track / last);
+  EXPECT_NE(trace.find("\"name\":\"Gather\""), std::string::npos) << last;
+  EXPECT_NE(trace.find("\"name\":\"SparseApplyAdam\""), std::string::npos) << last;
+  // The streaming AUC's counts are local variables: evaluations start from zero, so the
+  // evaluation directory holds one record per checkpoint evaluated.
+  EXPECT_TRUE(fs::is_regular_file(dir_ / "esmm_model_dir" / "eval" / "eval_metrics.txt"));
+}
+
+// Fashion-MNIST from Debian's package, the short run: the BN + dropout CNN learns, and the
+// ProfilerHook's timelines are of a real step (conv, batch norm and dropout ops, memory counters).
+TEST_F(ExampleTest, FashionMnistCnnLearnsAndProfilesARealStep) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_FAIL() << "Debian's dataset-fashion-mnist is not installed: scripts/install-deps.sh installs it";
+  const ProgramRun r = run_program("fashion_mnist_cnn", "--steps 200 --min_accuracy 0.5 --profile_steps 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy ([0-9.]+)% on 10000 images"))) << r.output;
+  EXPECT_GT(std::stod(m[1]), 50.0);
+  const fs::path dir = dir_ / "fashion_timelines";
+  EXPECT_EQ(steps_of_files(dir, "timeline-", ".json"), (std::vector<int64_t>{100, 200})) << r.output;
+  EXPECT_EQ(trace_problems(dir / "timeline-200.json"), "");
+  const std::string trace = stepscope::read_file(dir / "timeline-200.json");
+  for (const char* op : {"Conv2D", "FusedBatchNorm", "FusedBatchNormGrad", "Dropout", "MaxPool"})
+    EXPECT_NE(trace.find("\"name\":\"" + std::string(op) + "\""), std::string::npos) << op;
+  EXPECT_NE(trace.find("\"cat\":\"Memory\""), std::string::npos);
+
+  const ProgramRun bad = run_program("fashion_mnist_cnn", "--dir /nonexistent --steps 1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("/nonexistent/train-images-idx3-ubyte.gz not found: install Debian's "
+                            "dataset-fashion-mnist"),
+            std::string::npos)
+      << bad.output;
+}
+
+// The character LSTM: the held-out loss ends below the stated target, progress on the way.
+TEST_F(ExampleTest, LstmTextLearnsTheGrammar) {
+  const ProgramRun r = run_program("lstm_text", "--steps 600");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step 100/600  loss "), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("held-out loss ([0-9.]+) nats/char"))) << r.output;
+  EXPECT_LT(std::stod(m[1]), 0.4) << r.output;
+  EXPECT_EQ(run_program("lstm_text", "--units 0").exit_code, 2);
+}
+
 }  // namespace
