@@ -83,8 +83,11 @@ Tensor parse_idx(std::string_view bytes, const std::string& source) {
     std::string shape;
     for (unsigned i = 0; i < rank; ++i) shape += (i ? "x" : "") + std::to_string(dims[i]);
     corrupt(source, "dimensions [" + shape + "] of " + std::to_string(element) + "-byte elements need " +
-            (overflow ? std::string("more bytes than fit in 64 bits") : std::to_string(data_bytes) + " data bytes") +
-            ", the file has " + std::to_string(have));
+                        (overflow ? std::string("more bytes than fit in 64 bits")
+                                  : std::to_string(data_bytes) + " data bytes") +
+                        ", the file has " + std::to_string(have) + " from offset " + std::to_string(header) + " (" +
+                        (have < data_bytes || overflow ? "truncated at offset " : "extra bytes from offset ") +
+                        std::to_string(have < data_bytes || overflow ? bytes.size() : header + data_bytes) + ")");
   }
   // The size is now the file's own, so allocating it is safe.
   Tensor t(dtype, Shape(std::span<const int64_t>(dims)));

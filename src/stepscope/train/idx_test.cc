@@ -55,21 +55,27 @@ TEST(Idx, MalformedFilesAreDataLossNamingTheFile) {
                                                        std::to_string(Shape::kMaxRank));
   EXPECT_EQ(error(idx(0x08, {3, 2}, "").substr(0, 9)),
             prefix + "truncated header: 2 dimensions need 12 bytes, the file has 9");
-  EXPECT_EQ(error(idx(0x08, {2, 2}, "abc")), prefix + "dimensions [2x2] of 1-byte elements need 4 data bytes, the file has 3");
-  EXPECT_EQ(error(idx(0x0C, {2}, "abcdefghi")),
-            prefix + "dimensions [2] of 4-byte elements need 8 data bytes, the file has 9");
+  EXPECT_EQ(error(idx(0x08, {2, 2}, "abc")), prefix +
+                                                 "dimensions [2x2] of 1-byte elements need 4 data bytes, the file has "
+                                                 "3 from offset 12 (truncated at offset 15)");
+  EXPECT_EQ(error(idx(0x0C, {2}, "abcdefghi")), prefix +
+                                                    "dimensions [2] of 4-byte elements need 8 data bytes, the file has "
+                                                    "9 from offset 8 (extra bytes from offset 16)");
   // Claimed sizes that overflow 64 bits are caught before anything is allocated.
   EXPECT_EQ(error(idx(0x0E, {0xffffffff, 0xffffffff, 0xffffffff}, "")),
-            prefix + "dimensions [4294967295x4294967295x4294967295] of 8-byte elements need more bytes than fit in 64 "
-                     "bits, the file has 0");
+            prefix +
+                "dimensions [4294967295x4294967295x4294967295] of 8-byte elements need more bytes than fit in 64 "
+                "bits, the file has 0 from offset 16 (truncated at offset 16)");
   EXPECT_EQ(error(idx(0x0E, {0xffffffff, 0xffffffff}, "")),
-            prefix + "dimensions [4294967295x4294967295] of 8-byte elements need more bytes than fit in 64 bits, the "
-                     "file has 0");
+            prefix +
+                "dimensions [4294967295x4294967295] of 8-byte elements need more bytes than fit in 64 bits, the "
+                "file has 0 from offset 12 (truncated at offset 12)");
   // Even when a later dimension is 0 (found by the fuzzer: the Shape's left-to-right element
   // count overflowed in the Tensor it was about to make).
   EXPECT_EQ(error(idx(0x0D, {0x800000, 0x40000000, 0x40000000, 0}, "")),
-            prefix + "dimensions [8388608x1073741824x1073741824x0] of 4-byte elements need more bytes than fit in 64 "
-                     "bits, the file has 0");
+            prefix +
+                "dimensions [8388608x1073741824x1073741824x0] of 4-byte elements need more bytes than fit in 64 "
+                "bits, the file has 0 from offset 20 (truncated at offset 20)");
 }
 
 TEST(Idx, ReadIdxGunzipsByContentWithABound) {
