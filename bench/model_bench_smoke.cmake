@@ -1,5 +1,6 @@
 # ctest bench.model_bench_smoke: every model of the suite (model_bench --list) trains 2 steps on
-# one thread; its JSON line must parse, name the model and hold a finite loss.
+# one thread; its JSON line must parse, name the model and hold a finite loss. The list must
+# hold the suite's models (mlp, lenet, deep_cnn, bn_cnn, embedding, lstm).
 #   cmake -DMODEL_BENCH=/path/to/model_bench -P bench/model_bench_smoke.cmake
 execute_process(COMMAND ${MODEL_BENCH} --list OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -7,7 +8,7 @@ if(NOT rc EQUAL 0)
 endif()
 string(STRIP "${listing}" listing)
 string(REPLACE "\n" ";" lines "${listing}")
-set(count 0)
+set(names "")
 foreach(line IN LISTS lines)
   string(JSON name ERROR_VARIABLE error GET "${line}" name)
   if(error)
@@ -29,8 +30,11 @@ foreach(line IN LISTS lines)
     message(FATAL_ERROR "model_bench --model ${name}: no finite loss or no median: ${out}")
   endif()
   message(STATUS "${out}")
-  math(EXPR count "${count} + 1")
+  list(APPEND names ${name})
 endforeach()
-if(count LESS 3)
-  message(FATAL_ERROR "model_bench --list named ${count} models, expected at least mlp, lenet, deep_cnn")
-endif()
+foreach(expected IN ITEMS mlp lenet deep_cnn bn_cnn embedding lstm)
+  list(FIND names ${expected} index)
+  if(index EQUAL -1)
+    message(FATAL_ERROR "model_bench --list named ${names}, not ${expected}")
+  endif()
+endforeach()

@@ -21,18 +21,21 @@ namespace stepscope::bench {
 // session.run(feeds, {}, {train}) per step.
 struct BenchModel {
   Graph g;
-  Node* train = nullptr;  // forward + loss + backward + SGD update
+  Node* train = nullptr;  // forward + loss + backward + the optimizer's update (and the update ops)
   Node* init = nullptr;   // global_variables_initializer
-  Output loss;            // mean softmax cross-entropy of the batch
+  Output loss;            // the batch's loss (mean softmax cross-entropy, or the model's own)
   FeedList feeds;         // the batch (random, fixed seed), fed on every step
   int64_t batch = 0;
   // The multiply-adds of the step's GEMMs and convolutions, counted from the layers (2*M*N*K
   // per product; a convolution as its im2col product): the forward pass, the gradient of every
   // weight (the same count again) and of every layer's input (again, but not for the first
   // layer, whose input is data and needs none). Elementwise ops, pooling and the loss are left
-  // out. PyTorch runs the same products, so the driver uses this figure for both sides.
+  // out, and so are embedding lookups (a layer after one needs its input's gradient: the rows').
+  // An LSTM step is its cell's product on concat(x, h), its input gradient only for h. PyTorch
+  // runs the same products, so the driver uses this figure for both sides.
   double flops_per_step = 0;
-  // Trainable parameters (weights and biases); equal to the PyTorch model's.
+  // Trainable parameters (weights and biases); equal to the PyTorch model's, but for the second
+  // bias of PyTorch's LSTM (bench/pytorch_models.py reports it as extra_parameters).
   int64_t parameters = 0;
 };
 
