@@ -10,6 +10,7 @@
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/math_ops.h"
+#include "stepscope/ops/reduction_ops.h"
 #include "stepscope/testing/op_test_util.h"
 #include "stepscope/testing/error_text.h"
 
@@ -249,6 +250,28 @@ TEST(ArrayGrad, SliceGradPlacesTheBlockInZeros) {
   EXPECT_EQ(eval(dx2, {{x_shape, Tensor::from_vector<int64_t>({2, 4})}}).to_vector<float>(),
             (std::vector<float>{0, 0, 1, 2, 0, 0, 3, 4}));
   EXPECT_THROW(eval(dx2, {{x_shape, Tensor::from_vector<int64_t>({2, 3})}}), InvalidArgumentError);
+}
+
+TEST(ArrayGrad, SplitValuesGradientAndErrors) {
+  Graph g;
+  Scope root(g);
+  auto x = constant(root, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, Shape{2, 4});
+  auto cols = split(root, x, 2, 1);
+  ASSERT_EQ(cols.size(), 2u);
+  EXPECT_EQ(cols[1].shape(), (Shape{2, 2}));
+  EXPECT_EQ(eval(cols[0]).to_vector<float>(), (std::vector<float>{0, 1, 4, 5}));
+  EXPECT_EQ(eval(cols[1]).to_vector<float>(), (std::vector<float>{2, 3, 6, 7}));
+  auto rows = split(root, x, 2, -2);
+  EXPECT_EQ(eval(rows[1]).to_vector<float>(), (std::vector<float>{4, 5, 6, 7}));
+  // The gradient is one Concat, zeros standing in for a part nobody used.
+  auto dx = gradients(root, {reduce_sum(root, cols[1])}, {x})[0];
+  EXPECT_EQ(eval(dx).to_vector<float>(), (std::vector<float>{0, 0, 1, 1, 0, 0, 1, 1}));
+  EXPECT_EQ(count_ops(g, "ConcatV2"), 1);
+  EXPECT_THROW(split(root, x, 3, 1), InvalidArgumentError);
+  EXPECT_THROW(split(root, x, 2, 2), InvalidArgumentError);
+  auto unknown = placeholder(root, DType::kFloat32, Shape{-1, 3});
+  auto parts = split(root, unknown, 2, 0);
+  EXPECT_THROW(eval(parts[0], {{unknown, Tensor(DType::kFloat32, Shape{3, 3})}}), InvalidArgumentError);
 }
 
 TEST(ArrayGrad, SliceShapeRuleErrors) {

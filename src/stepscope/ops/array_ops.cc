@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/internal/cast.h"
@@ -591,6 +592,59 @@ void slice_grad_kernel(KernelContext& c) {
   });
 }
 
+// ----- Split -------------------------------------------------------------------------------
+// Inputs (split_dim: scalar Const, value); attr num_split. num_split equal parts of value along
+// split_dim (TensorFlow's Split). The axis must be a Const: the outputs' shapes depend on it.
+
+int split_axis(const Tensor& axis_t, int rank, const std::function<void(const std::string&)>& fail) {
+  if (axis_t.num_elements() != 1) fail("split_dim must be a scalar, got shape " + axis_t.shape().to_string());
+  int64_t axis = index_values(axis_t)[0];
+  if (axis < -rank || axis >= rank)
+    fail("split_dim " + std::to_string(axis) + " is out of range for a value of rank " + std::to_string(rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+void split_shape(ShapeContext& c) {
+  if (!is_index_dtype(c.input_dtype(0))) c.fail("split_dim must be int32 or int64, got " + str(c.input_dtype(0)));
+  const Tensor* axis_t = c.input_constant(0);
+  if (!axis_t) c.fail("split_dim must be a constant");
+  const int64_t n = c.node().attrs().get<int64_t>("num_split");
+  if (n < 1) c.fail("num_split must be at least 1, got " + std::to_string(n));
+  const Shape& x = c.input_shape(1);
+  if (!x.known_rank()) c.fail("value must have a known rank");
+  const int axis = split_axis(*axis_t, x.rank(), [&](const std::string& m) { c.fail(m); });
+  Shape part = x;
+  if (x.dim(axis) >= 0) {
+    if (x.dim(axis) % n != 0)
+      c.fail("Number of ways to split should evenly divide the split dimension, but got split_dim " +
+             std::to_string(axis) + " (size = " + std::to_string(x.dim(axis)) + ") and num_split " + std::to_string(n));
+    part.set_dim(axis, x.dim(axis) / n);
+  }
+  for (int64_t i = 0; i < n; ++i) c.set_output(static_cast<int>(i), c.input_dtype(1), part);
+}
+
+void split_kernel(KernelContext& c) {
+  const Tensor& x = c.input(1);
+  const int axis = split_axis(c.input(0), x.rank(), [&](const std::string& m) { c.fail(m); });
+  const int64_t n = c.attrs().get<int64_t>("num_split");
+  if (x.dim(axis) % n != 0)
+    c.fail("Number of ways to split should evenly divide the split dimension, but got split_dim " +
+           std::to_string(axis) + " (size = " + std::to_string(x.dim(axis)) + ") and num_split " + std::to_string(n));
+  Shape part = x.shape();
+  part.set_dim(axis, x.dim(axis) / n);
+  int64_t outer = 1, inner = static_cast<int64_t>(dtype_size(x.dtype()));
+  for (int d = 0; d < axis; ++d) outer *= x.dim(d);
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.dim(d);
+  const int64_t run = part.dim(axis) * inner;  // bytes of one output per outer index
+  const char* src = static_cast<const char*>(x.raw_data());
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor& out = c.allocate_output(static_cast<int>(i), x.dtype(), part);
+    char* dst = static_cast<char*>(out.raw_data());
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + o * run, src + (o * n + i) * run, static_cast<size_t>(run));
+  }
+}
+
 // ----- ConcatOffset ------------------------------------------------------------------------
 
 void concat_offset_shape(ShapeContext& c) {
@@ -722,6 +776,14 @@ Grads concat_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   return grads;
 }
 
+// TensorFlow's _SplitGrad: the parts' gradients concatenated (zeros for a part without one).
+Grads split_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
+  std::vector<Output> parts;
+  for (int i = 0; i < n.num_outputs(); ++i) parts.push_back(dz[i] ? dz[i] : zeros_like(s, n.output(i)));
+  const int64_t axis = index_values(constant_input(n, 0, "split_dim"))[0];
+  return {Output{}, concat(s, parts, axis)};
+}
+
 // TensorFlow's _SliceGrad: dy placed at begin in zeros of x's shape.
 Grads slice_grad(const Scope& s, const Node& n, std::span<const Output> dz) {
   return {slice_grad(s, dz[0], shape_of(s, n.input(0)), n.input(1)), Output{}, Output{}};
@@ -814,6 +876,14 @@ Output slice(const Scope& scope, Output x, std::vector<int64_t> begin, std::vect
 
 Output slice(const Scope& scope, Output x, Output begin, Output size, CallSite site) {
   return scope.add_node(op_def("Slice"), {x, begin, size}, {}, site)->output(0);
+}
+
+std::vector<Output> split(const Scope& scope, Output value, int64_t num_split, int64_t axis, CallSite site) {
+  Output dim = arg_const(scope, "Split", "split_dim", Tensor::scalar<int64_t>(axis), site);
+  Node* node = scope.add_node(op_def("Split"), {dim, value}, {{"num_split", num_split}}, site);
+  std::vector<Output> parts;
+  for (int i = 0; i < node->num_outputs(); ++i) parts.push_back(node->output(i));
+  return parts;
 }
 
 Output slice_grad(const Scope& scope, Output dy, Output x_shape, Output begin, CallSite site) {
@@ -922,6 +992,14 @@ void register_array_ops(OpRegistry& registry) {
                 .gradient = slice_grad,
                 .doc = "Inputs (x, begin, size: 1-D int32/int64). The block of x at begin with size elements per "
                        "dim (-1: the rest of the dim). Forwards x when the block is all of x."});
+  registry.add({.name = "Split",
+                .num_inputs = 2,
+                .num_outputs = -1,
+                .shape = split_shape,
+                .kernel = split_kernel,
+                .gradient = split_grad,
+                .doc = "Inputs (split_dim: a scalar Const, value); attr num_split. num_split equal parts of value "
+                       "along split_dim."});
   registry.add({.name = "SliceGrad",
                 .num_inputs = 3,
                 .shape = slice_grad_shape,

@@ -90,6 +90,10 @@ Output slice(const Scope& scope, Output x, std::vector<int64_t> begin, std::vect
              CallSite site = CallSite::current());
 // `begin` and `size`: 1-D tensors (int32 or int64, the same) computed at run time.
 Output slice(const Scope& scope, Output x, Output begin, Output size, CallSite site = CallSite::current());
+// num_split equal parts of value along axis (tf.split with a count): their gradient is one
+// Concat, where slicing the parts one by one would sum num_split full-size gradients.
+std::vector<Output> split(const Scope& scope, Output value, int64_t num_split, int64_t axis = 0,
+                          CallSite site = CallSite::current());
 // Slice's gradient: zeros of x_shape (1-D int32/int64) with dy written at begin.
 Output slice_grad(const Scope& scope, Output dy, Output x_shape, Output begin, CallSite site = CallSite::current());
 

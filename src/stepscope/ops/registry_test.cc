@@ -133,16 +133,10 @@ const std::vector<GradientRow>& gradient_rows() {
        [](S s, O x) {
          return transpose(s, x[0], {2, 0, 1});
        }},
-      {"ConcatV2",
-       {{2, 3}, {2, 2}},
-       [](S s, O x) {
-         return concat(s, {x[0], x[1]}, 1);
-       }},
-      {"Slice",
-       {{3, 4}},
-       [](S s, O x) {
-         return slice(s, x[0], {1, 1}, {2, -1});
-       }},
+      {"ConcatV2", {{2, 3}, {2, 2}}, [](S s, O x) { return concat(s, {x[0], x[1]}, 1); }},
+      {"Slice", {{3, 4}}, [](S s, O x) { return slice(s, x[0], {1, 1}, {2, -1}); }},
+      // Both parts, weighted differently: a swapped part would show.
+      {"Split", {{4, 3}}, [](S s, O x) { auto p = split(s, x[0], 2, 0); return add(s, mul(s, p[0], 2.0), p[1]); }},
       {"Fill",
        {{}},
        [](S s, O x) {

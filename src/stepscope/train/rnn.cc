@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "stepscope/ops/all_ops.h"
 
@@ -17,10 +18,6 @@ Tensor filled(DType dtype, const Shape& shape, double value) {
     for (float& v : t.flat<float>()) v = static_cast<float>(value);
   }
   return t;
-}
-
-Output columns(const Scope& scope, Output x, int64_t begin, int64_t count, CallSite site) {
-  return slice(scope, x, {0, begin}, {-1, count}, site);
 }
 
 }  // namespace
@@ -40,8 +37,7 @@ RNNState RNNCell::zero_state(const Scope& scope, Output batch_like, CallSite sit
   return RNNState(static_cast<size_t>(state_parts()), zeros);
 }
 
-std::pair<Output, RNNState> RNNCell::operator()(const Scope& scope, Output input, const RNNState& state,
-                                                CallSite site) {
+void RNNCell::prepare(const Scope& scope, const Output& input, const RNNState& state, CallSite site) {
   const Shape& in = input.shape();
   if (!in.known_rank() || in.rank() != 2 || in.dim(1) < 0)
     throw InvalidArgumentError(name_ + ": input " + input.name() + " must be [batch, depth] with a known depth, got " +
@@ -65,7 +61,18 @@ std::pair<Output, RNNState> RNNCell::operator()(const Scope& scope, Output input
     throw InvalidArgumentError(name_ + ": input " + input.name() + " has depth " + std::to_string(in.dim(1)) +
                                ", the cell was built for " + std::to_string(input_depth_));
   }
-  return step(scope.with_name_scope(name_), input, state, site);
+}
+
+std::pair<Output, RNNState> RNNCell::operator()(const Scope& scope, Output input, const RNNState& state,
+                                                CallSite site) {
+  prepare(scope, input, state, site);
+  const Scope s = scope.with_name_scope(name_);
+  return step(s, project_inputs(s, input, site), state, site);
+}
+
+std::pair<Output, Output> RNNCell::split_kernel(const Scope& scope, const Variable& kernel, CallSite site) const {
+  return {slice(scope, kernel.value(), {0, 0}, {input_depth_, -1}, site),
+          slice(scope, kernel.value(), {input_depth_, 0}, {-1, -1}, site)};
 }
 
 Variable RNNCell::glorot_variable(const Scope& scope, const std::string& name, int64_t rows, int64_t cols, DType dtype,
@@ -93,20 +100,22 @@ BasicLSTMCell::BasicLSTMCell(int64_t num_units, LSTMOptions options)
     : RNNCell(num_units, "basic_lstm_cell", options.seed), forget_bias_(options.forget_bias) {}
 
 void BasicLSTMCell::build(const Scope& scope, int64_t input_depth, DType dtype, CallSite site) {
-  glorot_variable(scope, "kernel", input_depth + num_units_, 4 * num_units_, dtype, site);
+  const Variable kernel = glorot_variable(scope, "kernel", input_depth + num_units_, 4 * num_units_, dtype, site);
   filled_variable(scope, "bias", 4 * num_units_, 0.0, dtype, site);
+  std::tie(w_input_, w_state_) = split_kernel(scope, kernel, site);
 }
 
-std::pair<Output, RNNState> BasicLSTMCell::step(const Scope& s, Output input, const RNNState& state, CallSite site) {
+std::vector<Output> BasicLSTMCell::project_inputs(const Scope& s, Output inputs, CallSite site) {
+  return {bias_add(s, matmul(s, inputs, w_input_, false, false, site), variables_[1].value(), site)};
+}
+
+std::pair<Output, RNNState> BasicLSTMCell::step(const Scope& s, const std::vector<Output>& projected,
+                                                const RNNState& state, CallSite site) {
   const Output c = state[0];
   const Output h = state[1];
-  const Output gates = bias_add(s, matmul(s, concat(s, {input, h}, 1, site), variables_[0].value(), false, false, site),
-                                variables_[1].value(), site);
-  const int64_t n = num_units_;
-  const Output i = columns(s, gates, 0, n, site);
-  const Output j = columns(s, gates, n, n, site);
-  const Output f = columns(s, gates, 2 * n, n, site);
-  const Output o = columns(s, gates, 3 * n, n, site);
+  const Output gates = add(s, projected[0], matmul(s, h, w_state_, false, false, site), site);
+  const std::vector<Output> ijfo = split(s, gates, 4, 1, site);
+  const Output &i = ijfo[0], &j = ijfo[1], &f = ijfo[2], &o = ijfo[3];
   const Output forget = forget_bias_ == 0 ? sigmoid(s, f, site) : sigmoid(s, add(s, f, forget_bias_, site), site);
   const Output new_c = add(s, mul(s, c, forget, site), mul(s, sigmoid(s, i, site), tanh(s, j, site), site), site);
   const Output new_h = mul(s, tanh(s, new_c, site), sigmoid(s, o, site), site);
@@ -118,27 +127,27 @@ std::pair<Output, RNNState> BasicLSTMCell::step(const Scope& s, Output input, co
 GRUCell::GRUCell(int64_t num_units, uint64_t seed) : RNNCell(num_units, "gru_cell", seed) {}
 
 void GRUCell::build(const Scope& scope, int64_t input_depth, DType dtype, CallSite site) {
-  glorot_variable(scope, "gates/kernel", input_depth + num_units_, 2 * num_units_, dtype, site);
+  const Variable gates = glorot_variable(scope, "gates/kernel", input_depth + num_units_, 2 * num_units_, dtype, site);
   filled_variable(scope, "gates/bias", 2 * num_units_, 1.0, dtype, site);
-  glorot_variable(scope, "candidate/kernel", input_depth + num_units_, num_units_, dtype, site);
+  const Variable candidate = glorot_variable(scope, "candidate/kernel", input_depth + num_units_, num_units_, dtype, site);
   filled_variable(scope, "candidate/bias", num_units_, 0.0, dtype, site);
+  std::tie(gates_input_, gates_state_) = split_kernel(scope, gates, site);
+  std::tie(candidate_input_, candidate_state_) = split_kernel(scope, candidate, site);
 }
 
-std::pair<Output, RNNState> GRUCell::step(const Scope& s, Output input, const RNNState& state, CallSite site) {
+std::vector<Output> GRUCell::project_inputs(const Scope& s, Output inputs, CallSite site) {
+  return {bias_add(s, matmul(s, inputs, gates_input_, false, false, site), variables_[1].value(), site),
+          bias_add(s, matmul(s, inputs, candidate_input_, false, false, site), variables_[3].value(), site)};
+}
+
+std::pair<Output, RNNState> GRUCell::step(const Scope& s, const std::vector<Output>& projected, const RNNState& state,
+                                          CallSite site) {
   const Output h = state[0];
-  const int64_t n = num_units_;
-  const Output gates =
-      sigmoid(s,
-              bias_add(s, matmul(s, concat(s, {input, h}, 1, site), variables_[0].value(), false, false, site),
-                       variables_[1].value(), site),
-              site);
-  const Output r = columns(s, gates, 0, n, site);
-  const Output u = columns(s, gates, n, n, site);
-  const Output candidate = tanh(
-      s,
-      bias_add(s, matmul(s, concat(s, {input, mul(s, r, h, site)}, 1, site), variables_[2].value(), false, false, site),
-               variables_[3].value(), site),
-      site);
+  const Output gates = sigmoid(s, add(s, projected[0], matmul(s, h, gates_state_, false, false, site), site), site);
+  const std::vector<Output> ru = split(s, gates, 2, 1, site);
+  const Output &r = ru[0], &u = ru[1];
+  const Output candidate =
+      tanh(s, add(s, projected[1], matmul(s, mul(s, r, h, site), candidate_state_, false, false, site), site), site);
   // u * h + (1 - u) * c, written c + u * (h - c): one op fewer.
   const Output new_h = add(s, candidate, mul(s, u, sub(s, h, candidate, site), site), site);
   return {new_h, {new_h}};
@@ -146,15 +155,32 @@ std::pair<Output, RNNState> GRUCell::step(const Scope& s, Output input, const RN
 
 // ----- static_rnn --------------------------------------------------------------------------
 
-std::pair<std::vector<Output>, RNNState> static_rnn(const Scope& scope, RNNCell& cell,
-                                                    const std::vector<Output>& inputs, const RNNState& initial_state,
-                                                    CallSite site) {
+std::pair<std::vector<Output>, RNNState> static_rnn(const Scope& scope, RNNCell& cell, const std::vector<Output>& inputs,
+                                                    const RNNState& initial_state, CallSite site) {
   if (inputs.empty()) throw InvalidArgumentError("static_rnn: inputs must not be empty");
   RNNState state = initial_state.empty() ? cell.zero_state(scope, inputs.front(), site) : initial_state;
+  for (const Output& x : inputs) cell.prepare(scope, x, state, site);
+  const auto steps = static_cast<int64_t>(inputs.size());
+  // Every step's input products at once: [T * batch, depth] x kernel rows, then split back by step.
+  std::vector<std::vector<Output>> projected(inputs.size());
+  if (steps == 1) {
+    projected[0] = cell.project_inputs(scope.with_name_scope(cell.name()), inputs[0], site);
+  } else {
+    const Scope s = scope.with_name_scope(cell.name() + "_inputs");
+    const int64_t depth = inputs[0].shape().dim(1);
+    std::vector<Output> rows;
+    for (const Output& x : inputs) rows.push_back(reshape(s, x, {1, -1, depth}, site));
+    const Output all = reshape(s, concat(s, rows, 0, site), {-1, depth}, site);
+    for (const Output& part : cell.project_inputs(s, all, site)) {
+      const int64_t width = part.shape().dim(1);
+      const std::vector<Output> by_step = split(s, reshape(s, part, {steps, -1, width}, site), steps, 0, site);
+      for (int64_t t = 0; t < steps; ++t) projected[t].push_back(reshape(s, by_step[t], {-1, width}, site));
+    }
+  }
   std::vector<Output> outputs;
   outputs.reserve(inputs.size());
-  for (const Output& x : inputs) {
-    auto [out, next] = cell(scope, x, state, site);
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    auto [out, next] = cell.step(scope.with_name_scope(cell.name()), projected[t], state, site);
     outputs.push_back(out);
     state = std::move(next);
   }

@@ -44,15 +44,28 @@ class RNNCell {
                                          CallSite site = CallSite::current());
 
  protected:
+  friend std::pair<std::vector<Output>, RNNState> static_rnn(const Scope&, RNNCell&, const std::vector<Output>&,
+                                                             const RNNState&, CallSite);
   virtual int state_parts() const = 0;
   virtual void build(const Scope& scope, int64_t input_depth, DType dtype, CallSite site) = 0;
-  virtual std::pair<Output, RNNState> step(const Scope& scope, Output input, const RNNState& state, CallSite site) = 0;
+  // A step is split in two: the products of the input with the kernel (and the biases), which
+  // depend on the input only, and the rest. A single call does both; static_rnn projects the
+  // inputs of every step in one GEMM ([T * batch, depth] at once, as cuDNN and PyTorch do), so
+  // a step multiplies only the state, and no gradient is computed for inputs that need none.
+  virtual std::vector<Output> project_inputs(const Scope& scope, Output inputs, CallSite site) = 0;
+  virtual std::pair<Output, RNNState> step(const Scope& scope, const std::vector<Output>& projected,
+                                           const RNNState& state, CallSite site) = 0;
+  // Checks input and state against the cell, and creates the variables on the first call.
+  void prepare(const Scope& scope, const Output& input, const RNNState& state, CallSite site);
   // A [rows, cols] variable "<name>" initialised Glorot-uniform (TF's default for these cells),
   // or a [cols] vector filled with `fill`.
   Variable glorot_variable(const Scope& scope, const std::string& name, int64_t rows, int64_t cols, DType dtype,
                            CallSite site);
   Variable filled_variable(const Scope& scope, const std::string& name, int64_t size, double fill, DType dtype,
                            CallSite site);
+  // Rows [0, depth) of a kernel (they multiply the input) and rows [depth, depth + units) (they
+  // multiply the state): Slices made once, shared by every step.
+  std::pair<Output, Output> split_kernel(const Scope& scope, const Variable& kernel, CallSite site) const;
 
   int64_t num_units_;
   std::string name_;
@@ -76,8 +89,11 @@ class BasicLSTMCell : public RNNCell {
  private:
   int state_parts() const override { return 2; }
   void build(const Scope& scope, int64_t input_depth, DType dtype, CallSite site) override;
-  std::pair<Output, RNNState> step(const Scope& scope, Output input, const RNNState& state, CallSite site) override;
+  std::vector<Output> project_inputs(const Scope& scope, Output inputs, CallSite site) override;
+  std::pair<Output, RNNState> step(const Scope& scope, const std::vector<Output>& projected, const RNNState& state,
+                                   CallSite site) override;
   float forget_bias_;
+  Output w_input_, w_state_;
 };
 
 // tf.nn.rnn_cell.GRUCell: gates/kernel [depth + units, 2 units], gates/bias (ones),
@@ -90,11 +106,15 @@ class GRUCell : public RNNCell {
  private:
   int state_parts() const override { return 1; }
   void build(const Scope& scope, int64_t input_depth, DType dtype, CallSite site) override;
-  std::pair<Output, RNNState> step(const Scope& scope, Output input, const RNNState& state, CallSite site) override;
+  std::vector<Output> project_inputs(const Scope& scope, Output inputs, CallSite site) override;
+  std::pair<Output, RNNState> step(const Scope& scope, const std::vector<Output>& projected, const RNNState& state,
+                                   CallSite site) override;
+  Output gates_input_, gates_state_, candidate_input_, candidate_state_;
 };
 
-// tf.nn.static_rnn: runs `cell` over inputs[0..T) (each [batch, depth]) from initial_state
-// (zeros if empty), under `scope`. Returns the T outputs and the final state.
+// tf.nn.static_rnn: runs `cell` over inputs[0..T) (each [batch, depth], one batch size) from
+// initial_state (zeros if empty), under `scope`. Returns the T outputs and the final state. The
+// same values as calling the cell T times; the inputs' products are one GEMM (see RNNCell).
 std::pair<std::vector<Output>, RNNState> static_rnn(const Scope& scope, RNNCell& cell,
                                                     const std::vector<Output>& inputs,
                                                     const RNNState& initial_state = {},
