@@ -147,7 +147,7 @@ std::vector<Node*> AdamOptimizer::finish(const Scope& scope, const std::vector<N
 
 namespace stepscope {
 
-Output LazyAdamOptimizer::apply_sparse(const Scope& scope, const IndexedSlices& grad, const Variable& var) {
+Output AdamOptimizer::apply_sparse(const Scope& scope, const IndexedSlices& grad, const Variable& var) {
   Variable m = zeros_slot(var, name());
   Variable v = zeros_slot(var, name() + "_1");
   return sparse_apply_adam(scope, var.value(), m.value(), v.value(), beta1_power_.value(), beta2_power_.value(), lr_,

@@ -7,9 +7,10 @@
 // Sparse gradients: a variable used only through gather/embedding_lookup gets an IndexedSlices
 // gradient (GradAndVar::slices), which apply_gradients hands to the optimizer's sparse update
 // (SparseApply*: duplicate indices summed first, only the touched rows of the variable and its
-// slots change) instead of the dense one. AdamOptimizer follows TF1's AdamOptimizer._apply_sparse,
-// which decays m and v on every row and moves every row (it applies ApplyAdam to the densified
-// gradient, the same numbers); LazyAdamOptimizer updates the touched rows only.
+// slots change) instead of the dense one. Adam's too, on purpose unlike TF1's
+// AdamOptimizer._apply_sparse, which decays m and v of every row and so moves every row of a
+// table on every step: a full-table update per step is what sparse gradients are meant to avoid
+// (TF users switched to tf.contrib.opt.LazyAdamOptimizer for it; PyTorch's SparseAdam is lazy too).
 #pragma once
 
 #include <string>
@@ -97,6 +98,8 @@ class MomentumOptimizer : public Optimizer {
   Output lr_, momentum_t_;
 };
 
+// Sparse gradients update only the touched rows of var, m and v (SparseApplyAdam), as
+// tf.contrib.opt.LazyAdamOptimizer does.
 class AdamOptimizer : public Optimizer {
  public:
   explicit AdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
@@ -106,24 +109,21 @@ class AdamOptimizer : public Optimizer {
  protected:
   void prepare(const Scope& scope, DType dtype) override;
   Output apply_dense(const Scope& scope, Output grad, const Variable& var) override;
+  Output apply_sparse(const Scope& scope, const IndexedSlices& grad, const Variable& var) override;
   std::vector<Node*> finish(const Scope& scope, const std::vector<Node*>& updates) override;
 
- protected:  // LazyAdamOptimizer shares them
+ private:
   double learning_rate_, beta1_, beta2_, epsilon_;
   Output lr_, beta1_t_, beta2_t_, epsilon_t_;
   Variable beta1_power_, beta2_power_;
 };
 
-// Adam whose sparse updates are lazy (tf.contrib.opt.LazyAdamOptimizer): for an IndexedSlices
-// gradient only the touched rows of var, m and v change (SparseApplyAdam); dense gradients as Adam.
+// tf.contrib.opt.LazyAdamOptimizer's name for the same updates (slots "<var>/LazyAdam", "_1").
 class LazyAdamOptimizer : public AdamOptimizer {
  public:
   explicit LazyAdamOptimizer(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
                              double epsilon = 1e-8, std::string name = "LazyAdam")
       : AdamOptimizer(learning_rate, beta1, beta2, epsilon, std::move(name)) {}
-
- protected:
-  Output apply_sparse(const Scope& scope, const IndexedSlices& grad, const Variable& var) override;
 };
 
 // TF1's AdagradOptimizer: slot "<var>/Adagrad" (the accumulator) starts at
