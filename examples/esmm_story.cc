@@ -19,11 +19,13 @@
 //
 // It works in the current directory: ./esmm_model_dir (checkpoints, eval/) and ./timeline_track,
 // both removed first so that every run starts over.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,27 +62,24 @@ struct Args {
   double throttle_secs = 0;
 };
 
-Args parse(int argc, char** argv) {
+// The flags (CLI11: --help lists them); a bad value exits 2 with CLI11's message.
+std::optional<Args> parse(int argc, char** argv, int& exit_code) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "esmm_story [--examples N] [--throttle_secs S]\n"
-          "Generates a click log of N impressions (and N/10 held out), trains ESMM on it with\n"
-          "early stopping on the CTCVR AUC and a timeline every 100 steps in ./timeline_track.\n");
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw InvalidArgumentError("flag " + flag + " needs a value (see --help)");
-    const std::string value = argv[++i];
-    if (flag == "--examples")
-      a.examples = std::stoll(value);
-    else if (flag == "--throttle_secs")
-      a.throttle_secs = std::stod(value);
-    else
-      throw InvalidArgumentError("unknown flag " + flag + " (see --help)");
+  CLI::App app(
+      "Generates a click log of N impressions (and N/10 held out) and trains ESMM on it with early "
+      "stopping on the CTCVR AUC and a timeline every 100 steps in ./timeline_track.");
+  app.add_option("--examples", a.examples, "impressions to train on")
+      ->capture_default_str()
+      ->check(CLI::Range(1000, 100000000));
+  app.add_option("--throttle_secs", a.throttle_secs, "minimum seconds between evaluations")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e) == 0 ? 0 : 2;
+    return std::nullopt;
   }
-  if (a.examples < 1000) throw InvalidArgumentError("--examples must be at least 1000");
   return a;
 }
 
@@ -330,8 +329,11 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int exit_code = 0;
+  const std::optional<Args> args = parse(argc, argv, exit_code);
+  if (!args) return exit_code;
   try {
-    return run(parse(argc, argv));
+    return run(*args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "esmm_story: %s\n", e.what());
     return 2;

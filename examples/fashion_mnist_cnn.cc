@@ -12,9 +12,12 @@
 // -> conv2d 64 3x3 SAME -> batch_normalization -> relu -> max_pool 2x2 -> dense 128 relu ->
 // dropout 0.3 -> dense 10. Adam 1e-3, batch 64; the batch norms' moving averages are updated
 // through the UPDATE_OPS collection, which the train op depends on, as in TF.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "stepscope/hooks/estimator.h"
@@ -40,35 +43,38 @@ struct Args {
   int64_t batch = 64;
 };
 
-Args parse(int argc, char** argv) {
+// The flags (CLI11: --help lists them); a bad value exits 2 with CLI11's message.
+const CLI::Validator kPositive(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return end != v.c_str() && *end == '\0' && x > 0 ? std::string() : "must be a positive number, got " + v;
+    },
+    "POSITIVE");
+
+std::optional<Args> parse(int argc, char** argv, int& exit_code) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "fashion_mnist_cnn [--dir DIR] [--epochs E | --steps N] [--min_accuracy A] [--profile_steps P]\n"
-          "Trains a BN + dropout conv net on Fashion-MNIST (DIR holds "
-          "{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz;\n"
-          "Debian: apt-get install dataset-fashion-mnist) and reports the accuracy on the 10,000 test images.\n");
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw InvalidArgumentError("flag " + flag + " needs a value (see --help)");
-    const std::string value = argv[++i];
-    if (flag == "--dir")
-      a.dir = value;
-    else if (flag == "--epochs")
-      a.epochs = std::stod(value);
-    else if (flag == "--steps")
-      a.steps = std::stoll(value);
-    else if (flag == "--min_accuracy")
-      a.min_accuracy = std::stod(value);
-    else if (flag == "--profile_steps")
-      a.profile_steps = std::stoll(value);
-    else
-      throw InvalidArgumentError("unknown flag " + flag + " (see --help)");
+  CLI::App app(
+      "Trains a batch-norm + dropout conv net on Fashion-MNIST and reports the accuracy on the 10,000 "
+      "test images (exit 1 below --min_accuracy).");
+  app.add_option("--dir", a.dir,
+                 "folder of {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz (Debian: apt-get install "
+                 "dataset-fashion-mnist)")
+      ->capture_default_str();
+  auto* epochs = app.add_option("--epochs", a.epochs, "passes over the 60,000 training images")
+                     ->capture_default_str()
+                     ->check(kPositive);
+  app.add_option("--steps", a.steps, "training steps (instead of --epochs)")->check(kPositive)->excludes(epochs);
+  app.add_option("--min_accuracy", a.min_accuracy, "test accuracy to reach")->capture_default_str();
+  app.add_option("--profile_steps", a.profile_steps, "a timeline every this many steps")
+      ->capture_default_str()
+      ->check(kPositive);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e) == 0 ? 0 : 2;
+    return std::nullopt;
   }
-  if (a.epochs <= 0 || a.steps < 0 || a.profile_steps <= 0)
-    throw InvalidArgumentError("--epochs, --steps and --profile_steps must be positive");
   return a;
 }
 
@@ -154,8 +160,11 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  int exit_code = 0;
+  const std::optional<Args> args = parse(argc, argv, exit_code);
+  if (!args) return exit_code;
   try {
-    return run(parse(argc, argv));
+    return run(*args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fashion_mnist_cnn: %s\n", e.what());
     return 2;

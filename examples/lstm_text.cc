@@ -9,9 +9,12 @@
 //
 // The model: one-hot characters -> static_rnn(BasicLSTMCell) unrolled over --unroll steps -> one
 // dense softmax layer shared by every step; Adam; mean cross-entropy over every position.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,32 +38,30 @@ struct Args {
   int64_t batch = 32;
 };
 
-Args parse(int argc, char** argv) {
+// The flags (CLI11: --help lists them); a bad value exits 2 with CLI11's message.
+const CLI::Validator kPositive(
+    [](std::string& v) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      return end != v.c_str() && *end == '\0' && x > 0 ? std::string() : "must be a positive number, got " + v;
+    },
+    "POSITIVE");
+
+std::optional<Args> parse(int argc, char** argv, int& exit_code) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "lstm_text [--steps N] [--target NATS] [--unroll T] [--units H]\n"
-          "Trains a character LSTM on generated sentences; exits 1 unless the held-out loss\n"
-          "(nats per character) ends below --target.\n");
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw InvalidArgumentError("flag " + flag + " needs a value (see --help)");
-    const std::string value = argv[++i];
-    if (flag == "--steps")
-      a.steps = std::stoll(value);
-    else if (flag == "--target")
-      a.target = std::stod(value);
-    else if (flag == "--unroll")
-      a.unroll = std::stoll(value);
-    else if (flag == "--units")
-      a.units = std::stoll(value);
-    else
-      throw InvalidArgumentError("unknown flag " + flag + " (see --help)");
+  CLI::App app(
+      "Trains a character LSTM on generated sentences; exits 1 unless the held-out loss (nats per "
+      "character) ends below --target.");
+  app.add_option("--steps", a.steps, "training steps")->capture_default_str()->check(kPositive);
+  app.add_option("--target", a.target, "held-out loss to end below")->capture_default_str();
+  app.add_option("--unroll", a.unroll, "characters per window (time steps)")->capture_default_str()->check(kPositive);
+  app.add_option("--units", a.units, "LSTM units")->capture_default_str()->check(kPositive);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    exit_code = app.exit(e) == 0 ? 0 : 2;
+    return std::nullopt;
   }
-  if (a.steps <= 0 || a.unroll <= 0 || a.units <= 0)
-    throw InvalidArgumentError("--steps, --unroll and --units must be positive");
   return a;
 }
 
@@ -101,8 +102,11 @@ std::vector<Tensor> windows(const std::string& text, int64_t unroll) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int exit_code = 0;
+  const std::optional<Args> parsed = parse(argc, argv, exit_code);
+  if (!parsed) return exit_code;
   try {
-    const Args args = parse(argc, argv);
+    const Args& args = *parsed;
     const auto vocab = static_cast<int64_t>(kAlphabet.size());
     const auto train_data = windows(generate_text(200000, 1), args.unroll);
     const auto test_data = windows(generate_text(20000, 2), args.unroll);
