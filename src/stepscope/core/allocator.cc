@@ -1,5 +1,6 @@
 #include "stepscope/core/allocator.h"
 
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -512,10 +513,25 @@ class CpuAllocator final : public Allocator {
   LargeBlockCache large_;
 };
 
+// Keeps glibc from giving freed heap memory back to the OS at every free. Libraries the kernels
+// call allocate their own scratch memory on every call (oneDNN's GEMMs: a 225 KiB packing buffer
+// per MatMul in the MLP of the model suite). glibc trims the top of the heap when a free leaves
+// more than M_TRIM_THRESHOLD there, so each call faulted those pages in again (49 page faults a
+// step, +10% step time); its threshold only adapts after an mmap'ed block is freed, so whether
+// it happened depended on the allocation history. Fixed thresholds make a steady step ask the OS
+// for nothing, as the tensors' own blocks already do (LargeBlockCache). Process-wide, once.
+void keep_freed_heap_memory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);   // blocks below 32 MiB from the heap (glibc's maximum)
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);  // trim only when 256 MiB at the top are free
+}
+
 }  // namespace
 
 Allocator* cpu_allocator() {
-  static CpuAllocator* allocator = new CpuAllocator();  // never destroyed: tensors may outlive main
+  static CpuAllocator* allocator = [] {
+    keep_freed_heap_memory();
+    return new CpuAllocator();  // never destroyed: tensors may outlive main
+  }();
   return allocator;
 }
 

@@ -3,7 +3,9 @@
 #include "stepscope/core/allocator.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -22,6 +24,34 @@ struct KeepCacheLimit {
   size_t limit = cpu_allocator()->cache_limit();
   ~KeepCacheLimit() { cpu_allocator()->set_cache_limit(limit); }
 };
+
+int64_t minor_page_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Libraries the kernels call (oneDNN's GEMMs) malloc scratch buffers on every call: once the CPU
+// allocator exists, glibc keeps such a block's pages when it is freed instead of trimming the heap
+// and faulting them in again on the next call.
+TEST(CpuAllocator, FreedHeapBlocksKeepTheirPages) {
+  cpu_allocator();
+  constexpr size_t kBytes = 229824;  // oneDNN's packing buffer in the model suite's MLP
+  auto touch_and_free = [] {
+    auto* p = static_cast<volatile char*>(std::malloc(kBytes));  // volatile: not optimised away
+    for (size_t b = 0; b < kBytes; b += 4096) p[b] = 1;
+    std::free(const_cast<char*>(p));
+  };
+  touch_and_free();  // the first block's pages fault in once
+  const int64_t before = minor_page_faults();
+  for (int i = 0; i < 20; ++i) touch_and_free();
+  const int64_t faults = minor_page_faults() - before;
+#if defined(__SANITIZE_ADDRESS__)
+  (void)faults;  // the sanitizer's allocator is not glibc's
+#else
+  EXPECT_LT(faults, 10) << "glibc trimmed the heap at every free (57 pages a block)";
+#endif
+}
 
 TEST(CpuAllocator, ReusesFreedLargeBlocksWithoutAskingTheOs) {
   Allocator* a = cpu_allocator();
