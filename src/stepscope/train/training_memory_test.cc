@@ -102,6 +102,7 @@ TEST(TrainingMemory, StepsInTheSteadyStateTakeNoMemoryFromTheOs) {
     const AllocatorStats before = cpu_allocator()->stats();
     const int64_t faults_before = minor_page_faults();
     for (int step = 0; step < 10; ++step) sess.run(m.feeds, {}, {m.train});
+    for (int step = 0; step < 10; ++step) sess.run(m.feeds, {}, {m.train});
     const int64_t faults = minor_page_faults() - faults_before;
     const AllocatorStats after = cpu_allocator()->stats();
     EXPECT_EQ(after.num_system_allocs, before.num_system_allocs);
@@ -109,8 +110,10 @@ TEST(TrainingMemory, StepsInTheSteadyStateTakeNoMemoryFromTheOs) {
     EXPECT_GT(after.num_allocs, before.num_allocs);  // the steps did allocate, from the caches
 #if !STEPSCOPE_UNDER_SANITIZER
     // Nor do the libraries' own buffers (oneDNN's GEMMs malloc theirs on every call): glibc
-    // keeps the freed heap (core/allocator.cc). It was 49 faults a step when it trimmed.
-    EXPECT_LT(faults, 10) << "page faults in 10 steady steps";
+    // keeps the freed heap (core/allocator.cc). It was 49 faults a step (~1000 here) when glibc
+    // trimmed; 0-3 is usual, and a few dozen happen once in a while (the kernel reclaiming cold
+    // pages of a busy machine), which is not what this guards against.
+    EXPECT_LT(faults, 200) << "page faults in 20 steady steps";
 #else
     (void)faults;  // the sanitizer's allocator is not glibc's
 #endif
