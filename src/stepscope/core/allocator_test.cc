@@ -14,6 +14,18 @@
 #include "stepscope/base/error.h"
 #include "stepscope/core/tensor.h"
 
+// GCC defines __SANITIZE_ADDRESS__; clang 16 only answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPSCOPE_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPSCOPE_UNDER_ASAN 1
+#endif
+#endif
+#ifndef STEPSCOPE_UNDER_ASAN
+#define STEPSCOPE_UNDER_ASAN 0
+#endif
+
 namespace stepscope {
 namespace {
 
@@ -46,7 +58,7 @@ TEST(CpuAllocator, FreedHeapBlocksKeepTheirPages) {
   const int64_t before = minor_page_faults();
   for (int i = 0; i < 20; ++i) touch_and_free();
   const int64_t faults = minor_page_faults() - before;
-#if defined(__SANITIZE_ADDRESS__)
+#if STEPSCOPE_UNDER_ASAN
   (void)faults;  // the sanitizer's allocator is not glibc's
 #else
   EXPECT_LT(faults, 10) << "glibc trimmed the heap at every free (57 pages a block)";
