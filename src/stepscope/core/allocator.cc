@@ -12,7 +12,19 @@
 
 #include "stepscope/base/error.h"
 
+// GCC defines __SANITIZE_ADDRESS__; clang 16 (the sanitizer build's compiler) only answers
+// __has_feature(address_sanitizer).
 #if defined(__SANITIZE_ADDRESS__)
+#define STEPSCOPE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STEPSCOPE_ASAN 1
+#endif
+#endif
+#ifndef STEPSCOPE_ASAN
+#define STEPSCOPE_ASAN 0
+#endif
+#if STEPSCOPE_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -248,14 +260,14 @@ struct ThreadCache {
 constinit thread_local ThreadCache tls_cache{};
 
 void poison(void* p, size_t n) {
-#if defined(__SANITIZE_ADDRESS__)
+#if STEPSCOPE_ASAN
   ASAN_POISON_MEMORY_REGION(p, n);
 #else
   (void)p, (void)n;
 #endif
 }
 void unpoison(void* p, size_t n) {
-#if defined(__SANITIZE_ADDRESS__)
+#if STEPSCOPE_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
 #else
   (void)p, (void)n;
