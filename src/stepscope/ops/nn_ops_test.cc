@@ -23,35 +23,10 @@ namespace stepscope {
 namespace {
 
 using testing::eval;
+using testing::expect_build_error;
+using testing::expect_invalid_argument;
 using testing::expect_tensor_near;
-
-// Expects `fn` to throw InvalidArgumentError with exactly `message`.
-template <typename F>
-void expect_invalid_argument(F&& fn, const std::string& message) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected InvalidArgumentError: " << message;
-  } catch (const InvalidArgumentError& e) {
-    EXPECT_EQ(std::string(e.what()), message);
-  }
-}
-
-// Expects building a node in a fresh graph to fail with exactly `message` (a fresh graph, so
-// that the node keeps its default name: a failed node still uses up its name).
-void expect_build_error(const std::function<void(const Scope&)>& build, const std::string& message) {
-  Graph g;
-  Scope s(g);
-  expect_invalid_argument([&] { build(s); }, message);
-}
-
-// The op's flops for the shapes inferred at graph-build time.
-int64_t flops_of(Output out) {
-  const Node& node = *out.node;
-  std::vector<Shape> in_shapes, out_shapes;
-  for (const Output& in : node.inputs()) in_shapes.push_back(in.shape());
-  for (int i = 0; i < node.num_outputs(); ++i) out_shapes.push_back(node.output_shape(i));
-  return node.op().flops(CostContext{node, in_shapes, out_shapes});
-}
+using testing::flops_of;
 
 // Naive double-precision softmax of one row, for reference values.
 std::vector<double> softmax_ref(const std::vector<double>& x) {

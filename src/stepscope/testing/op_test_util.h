@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/session.h"
 
 namespace stepscope::testing {
@@ -41,6 +44,34 @@ void expect_tensor_near(const Tensor& t, const Shape& shape, const std::vector<T
       EXPECT_EQ(got[i], expected[i]) << "at " << i;
     }
   }
+}
+
+// Expects fn() to throw InvalidArgumentError with exactly `message`.
+template <typename F>
+void expect_invalid_argument(F&& fn, const std::string& message) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected InvalidArgumentError: " << message;
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+// Expects building a node in a fresh graph to fail with exactly `message` (a fresh graph, so
+// that the node keeps its default name: a failed node still uses up its name).
+inline void expect_build_error(const std::function<void(const Scope&)>& build, const std::string& message) {
+  Graph g;
+  Scope s(g);
+  expect_invalid_argument([&] { build(s); }, message);
+}
+
+// The op's flops for the shapes inferred at graph-build time.
+inline int64_t flops_of(Output out) {
+  const Node& node = *out.node;
+  std::vector<Shape> in_shapes, out_shapes;
+  for (const Output& in : node.inputs()) in_shapes.push_back(in.shape());
+  for (int i = 0; i < node.num_outputs(); ++i) out_shapes.push_back(node.output_shape(i));
+  return node.op().flops(CostContext{node, in_shapes, out_shapes});
 }
 
 }  // namespace stepscope::testing
