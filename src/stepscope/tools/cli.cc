@@ -242,6 +242,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       profiler.set_stdout(&out);
       profiler.set_log(&err);
       ProfileOptions options = finish(prof);
+      validate_profile_options(options);  // strict here, as tfprof's command line is
       if (prof_view == "advise") {
         out << profiler.advise(AdvisorOptions::all(), false).text();
         return 0;

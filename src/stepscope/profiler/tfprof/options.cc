@@ -1,10 +1,11 @@
 #include "stepscope/profiler/tfprof/options.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <ostream>
 #include <set>
-
-#include <re2/re2.h>
 
 #include "stepscope/base/error.h"
 #include "stepscope/profiler/tfprof/internal/show.h"
@@ -147,17 +148,33 @@ bool NameMatcher::matches(std::string_view name) const {
   return false;
 }
 
-ViewOptions resolve_options(const ProfileOptions& options, RegexCache& cache) {
+ViewOptions resolve_options(const ProfileOptions& options, RegexCache& cache, std::ostream* lenient) {
   ViewOptions v;
   v.options = &options;
   v.output = effective_output(options);
   auto order = std::find(kProfileOrderBy.begin(), kProfileOrderBy.end(), options.order_by);
-  if (order == kProfileOrderBy.end()) invalid_option("-order_by", options.order_by);
-  v.order_by = static_cast<OrderBy>(order - kProfileOrderBy.begin());
+  if (order != kProfileOrderBy.end()) {
+    v.order_by = static_cast<OrderBy>(order - kProfileOrderBy.begin());
+  } else if (lenient) {
+    *lenient << "Warning: unknown order_by '" << options.order_by << "' ignored; ordering by name. Valid values: "
+             << join(std::vector<std::string>(kProfileOrderBy.begin(), kProfileOrderBy.end()), ", ") << "\n";
+    v.order_by = OrderBy::kName;
+  } else {
+    invalid_option("-order_by", options.order_by);
+  }
+  std::vector<std::string> unknown;
   for (const std::string& s : options.select) {
     auto it = std::find(kProfileSelect.begin(), kProfileSelect.end(), s);
-    if (it == kProfileSelect.end()) invalid_option("-select", join(options.select, ","));
-    v.select |= 1u << (it - kProfileSelect.begin());
+    if (it != kProfileSelect.end())
+      v.select |= 1u << (it - kProfileSelect.begin());
+    else
+      unknown.push_back(s);
+  }
+  if (!unknown.empty()) {
+    if (!lenient) invalid_option("-select", join(options.select, ","));
+    *lenient << "Warning: unknown select field" << (unknown.size() > 1 ? "s " : " ") << join(unknown, ", ")
+             << " ignored. Valid fields: "
+             << join(std::vector<std::string>(kProfileSelect.begin(), kProfileSelect.end()), ", ") << "\n";
   }
   v.max_depth = options.max_depth;
   v.min_bytes = options.min_bytes;

@@ -81,7 +81,9 @@ ProfileOutput parse_profile_output(std::string_view output);
 // Checks every value a view depends on; InvalidArgumentError in the words of the tfprof command
 // line ("Invalid option '-order_by' value: 'time'", "Invalid option '-select' value: 'a,b'",
 // "Invalid option '-show_name_regexes' value: '(['" for a regex that does not compile), or the
-// output's errors above. The profile_* methods call it.
+// output's errors above. The command line calls it; the profile_* methods are lenient as
+// TensorFlow's Python API is (unknown select fields ignored, an unknown order_by orders by name,
+// each with a warning in the profiler's log) and throw only for bad regexes and outputs.
 void validate_profile_options(const ProfileOptions& options);
 
 }  // namespace stepscope

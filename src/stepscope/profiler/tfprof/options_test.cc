@@ -11,6 +11,7 @@
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/tfprof/tfprof_test_util.h"
 #include "stepscope/profiler/tfprof/view_options.h"
 #include "stepscope/testing/error_text.h"
 
@@ -162,17 +163,39 @@ TEST(ProfileOptions, Validation) {
   EXPECT_NO_THROW(validate_profile_options(o));
 }
 
-TEST(ProfileOptions, TheViewsThrowOnInvalidOptions) {
-  Graph g;
-  Profiler profiler(g);
-  std::ostringstream out;
+TEST(ProfileOptions, TheViewsAreLenientAsTensorFlowsPythonApi) {
+  auto model = tfprof::testing::tf_test_model();
+  Profiler profiler(model->graph);
+  std::ostringstream out, log;
   profiler.set_stdout(&out);
-  auto o = ProfileOptionBuilder().order_by("bogus").build();
-  EXPECT_THROW(profiler.profile_name_scope(o), InvalidArgumentError);
-  EXPECT_THROW(profiler.profile_graph(o), InvalidArgumentError);
-  EXPECT_THROW(profiler.profile_operations(o), InvalidArgumentError);
-  EXPECT_THROW(profiler.profile_code(o), InvalidArgumentError);
-  EXPECT_EQ(out.str(), "");  // nothing printed before the error
+  profiler.set_log(&log);
+  profiler.add_step(0, model->run_metadata);
+  auto base = ProfileOptionBuilder().select({"micros", "params"}).with_empty_output().build();
+  const std::string by_name = profiler.profile_name_scope(base).text;
+
+  // An unknown order_by orders by name; unknown select fields are dropped (TF's testSimpleCodeView
+  // relies on both). Each says so in the log.
+  auto o = base;
+  o.order_by = "bogus";
+  o.select = {"micros", "flops", "params", "time"};
+  EXPECT_EQ(profiler.profile_name_scope(o).text, by_name);
+  EXPECT_NE(log.str().find("Warning: unknown order_by 'bogus' ignored; ordering by name."), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("Warning: unknown select fields flops, time ignored."), std::string::npos) << log.str();
+  log.str("");
+  EXPECT_NO_THROW(profiler.profile_graph(o));
+  EXPECT_NO_THROW(profiler.profile_operations(o));
+  EXPECT_NO_THROW(profiler.profile_code(o));
+  EXPECT_NE(log.str().find("unknown order_by"), std::string::npos);
+
+  // What TensorFlow's API rejects too stays an error, before anything is printed.
+  out.str("");
+  auto bad_regex = ProfileOptionBuilder().with_node_names({.show = V{"(["}}).build();
+  EXPECT_THROW(profiler.profile_name_scope(bad_regex), InvalidArgumentError);
+  auto bad_output = ProfileOptionBuilder().build();
+  bad_output.output = "html";
+  EXPECT_THROW(profiler.profile_operations(bad_output), InvalidArgumentError);
+  EXPECT_EQ(out.str(), "");
 }
 
 TEST(ProfileOptionBuilder, Defaults) {

@@ -97,7 +97,7 @@ struct Profiler::Impl {
   // Runs a view with TensorFlow's output handling. `show(step)` computes the view for a step.
   template <typename Result, typename Show>
   Result run_view(std::string_view cmd, const ProfileOptions& options, Show show) const {
-    const ViewOptions o = tfprof::resolve_options(options, regexes);
+    const ViewOptions o = tfprof::resolve_options(options, regexes, log);
     const std::string& type = o.output.type;
     const bool to_stdout = type == "stdout";
     if (to_stdout) *out << tfprof::kOptionsBanner << options.to_string() << tfprof::kReportBanner;

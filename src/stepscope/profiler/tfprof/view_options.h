@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -99,7 +100,9 @@ struct ViewOptions {
   bool has(Field f) const { return (select >> static_cast<int>(f)) & 1u; }
 };
 
-// Throws as validate_profile_options.
-ViewOptions resolve_options(const ProfileOptions& options, RegexCache& cache);
+// Throws as validate_profile_options. With `lenient`, unknown select fields are dropped and an
+// unknown order_by orders by name, as TensorFlow's Python API does, each with a warning written
+// to `lenient`; regexes and the output are checked either way.
+ViewOptions resolve_options(const ProfileOptions& options, RegexCache& cache, std::ostream* lenient = nullptr);
 
 }  // namespace stepscope::tfprof
