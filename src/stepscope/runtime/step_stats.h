@@ -130,8 +130,9 @@ class StepStats {
   static std::string_view intern(std::string_view s);
 
   // Copy the items (which must not be in this StepStats' arrays themselves) into its arrays
-  // and return the view to put in a node of it. Views already handed out stay valid (they are
-  // rebased if an array has to grow).
+  // and return the view to put in a node of it. Put it there before the next store or add: when
+  // an array has to grow, the views that nodes of dev_stats hold (and memory entries' records)
+  // are rebased, but a view kept anywhere else dangles.
   std::span<const NodeOutput> store_outputs(std::span<const NodeOutput> outputs);
   // The allocation_records of each entry are stored too, unless they already are.
   std::span<const AllocatorMemoryUsed> store_memory(std::span<const AllocatorMemoryUsed> memory);

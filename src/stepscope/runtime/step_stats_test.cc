@@ -57,5 +57,22 @@ TEST(StepStats, ResizeRecordsToFillInPlace) {
   EXPECT_EQ(st.resize_records(5).size(), 5u);
 }
 
+TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {
+  StepStats st;
+  st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
+  st.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
+  auto& nodes = st.dev_stats[0].node_stats;
+  nodes.reserve(1000);
+  for (int32_t i = 0; i < 1000; ++i) {
+    const NodeOutput out{.slot = i};
+    nodes.emplace_back().output = st.store_outputs(std::span(&out, 1));  // grows the array ~10 times
+  }
+  for (int32_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(nodes[i].output.size(), 1u);
+    EXPECT_EQ(nodes[i].output[0].slot, i);
+    EXPECT_EQ(nodes[i].output.data(), st.stored_outputs(i, 1).data());  // rebased, not dangling
+  }
+}
+
 }  // namespace
 }  // namespace stepscope
