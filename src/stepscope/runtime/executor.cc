@@ -379,6 +379,17 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     for (size_t d = 0; d < plan->num_item_devices; ++d) metadata->partition_graphs[d].device = plan->device_names()[d];
     for (size_t i = 0; i < num_items; ++i)
       metadata->partition_graphs[plan->items[i].device].node_names.push_back(names[i].name);
+    if (num_items == 0) {
+      // Every fetch was fed: TensorFlow still returns the graph that moved the fed values to
+      // the fetches (its _Arg and _Retval nodes); here, the fed nodes on their devices.
+      for (const auto& fed : plan->fed_names()) {
+        auto it = std::find_if(metadata->partition_graphs.begin(), metadata->partition_graphs.end(),
+                               [&](const PartitionGraph& p) { return p.device == plan->device_names()[fed.device]; });
+        if (it == metadata->partition_graphs.end())
+          it = metadata->partition_graphs.insert(it, PartitionGraph{plan->device_names()[fed.device], {}});
+        it->node_names.push_back(fed.name);
+      }
+    }
   }
 
   if (s.error) std::rethrow_exception(s.error);

@@ -641,5 +641,28 @@ TEST(Executor, FullTraceOfAFeedOnAnotherDevice) {
   ASSERT_EQ(md.partition_graphs.size(), 1u);  // what ran
 }
 
+// Every fetch fed: nothing runs, and the partition graph is the fed nodes' (TensorFlow returns
+// its graph of _Arg and _Retval nodes then, not none).
+TEST(Executor, PartitionGraphsWhenEveryFetchIsFed) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_device("/cpu:1").with_op_name("x"), DType::kFloat32, Shape{2});
+  add_one(s.with_op_name("a"), x);
+  Session sess(g);
+  RunOptions opts;
+  opts.output_partition_graphs = true;
+  RunMetadata md;
+  const auto out = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {x}, {}, opts, &md);
+  EXPECT_EQ(out.at(0).flat<float>()[1], 2.0f);
+  ASSERT_EQ(md.partition_graphs.size(), 1u);
+  EXPECT_EQ(md.partition_graphs[0].device, "/job:localhost/replica:0/task:0/device:CPU:1");
+  EXPECT_EQ(md.partition_graphs[0].node_names, (std::vector<std::string_view>{"x"}));
+  // Traced too.
+  opts.trace_level = TraceLevel::kFullTrace;
+  sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {x}, {}, opts, &md);
+  ASSERT_EQ(md.partition_graphs.size(), 1u);
+  EXPECT_EQ(md.partition_graphs[0].node_names, (std::vector<std::string_view>{"x"}));
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -30,8 +30,10 @@ struct RunOptions {
   bool report_tensor_allocations_upon_oom = false;
 };
 
-// The pruned graph a run executed (when output_partition_graphs is asked for). Names are
-// interned (see StepStats::intern), so they outlive the graph.
+// The pruned graph a run executed (when output_partition_graphs is asked for), one per device
+// with nodes that ran; when every fetch was fed and nothing ran, the fed nodes on their devices
+// (TensorFlow's graph of _Arg and _Retval nodes). Names are interned (see StepStats::intern), so
+// they outlive the graph.
 struct PartitionGraph {
   std::string_view device;
   std::vector<std::string_view> node_names;
