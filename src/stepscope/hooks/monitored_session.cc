@@ -404,7 +404,7 @@ void MonitoredSession::run(Node* op, const FeedList& feeds, RunOptions* options,
   run(Fetch(op), feeds, options, run_metadata);
 }
 
-void MonitoredSession::run_step_fn(const std::function<void(StepContext&)>& step_fn) {
+void MonitoredSession::run_step_fn_erased(const std::function<void(StepContext&)>& step_fn) {
   Impl& m = impl();
   m.check_open();
   try {

@@ -34,10 +34,13 @@
 // after_create_session is called again (begin is not), and the same call is retried.
 #pragma once
 
+#include <concepts>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "stepscope/hooks/coordinator.h"
@@ -155,11 +158,23 @@ class MonitoredSession {
   // One op, run for its effect (a train op).
   void run(Node* op, const FeedList& feeds = {}, RunOptions* options = nullptr, RunMetadata* run_metadata = nullptr);
 
-  // Calls step_fn(ctx) with a StepContext. OutOfRangeError and StopIteration (ctx.request_stop())
-  // stop the session and return normally. With recovery, AbortedError / UnavailableError from
-  // anywhere in the step function (a hook included) re-run the whole step function on a new
-  // session.
-  void run_step_fn(const std::function<void(StepContext&)>& step_fn);
+  // Calls step_fn(ctx) with a StepContext and returns what it returns, as TensorFlow does: for a
+  // step function returning R, a std::optional<R> that is empty when OutOfRangeError or
+  // StopIteration (ctx.request_stop()) stopped the session (TF's None); for void, nothing. With
+  // recovery, AbortedError / UnavailableError from anywhere in the step function (a hook
+  // included) re-run the whole step function on a new session.
+  template <class F>
+  requires std::invocable<F&, StepContext&>
+  auto run_step_fn(F&& step_fn) {
+    using R = std::invoke_result_t<F&, StepContext&>;
+    if constexpr (std::is_void_v<R>) {
+      run_step_fn_erased(step_fn);
+    } else {
+      std::optional<std::remove_cvref_t<R>> result;
+      run_step_fn_erased([&](StepContext& context) { result.emplace(step_fn(context)); });
+      return result;
+    }
+  }
 
   // True once a hook requested a stop, the input ran out, the coordinator was asked to stop, or
   // the session is closed. With recovery it never throws (an error recorded in the coordinator
@@ -185,6 +200,7 @@ class MonitoredSession {
   Session* raw_session_or_null() const;
 
  private:
+  void run_step_fn_erased(const std::function<void(StepContext&)>& step_fn);
   friend MonitoredSession MonitoredTrainingSession(Graph& graph, MonitoredTrainingSessionOptions options);
   struct Impl;
   Impl& impl() const;

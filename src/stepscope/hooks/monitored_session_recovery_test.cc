@@ -214,15 +214,29 @@ TEST(RunStepFn, Example) {
   Output c = placeholder(s.with_op_name("c"), DType::kFloat32);
   Output v = identity(s, c);
   MonitoredSession sess(g);
-  float value = 0;
-  sess.run_step_fn([&](StepContext& ctx) { value = f32(ctx.run_with_hooks(v, {{c, Tensor::scalar<float>(3.2f)}})); });
-  EXPECT_NEAR(value, 3.2f, 1e-6);
+  // As TF's session.run_step_fn(step_fn): the step function's value comes back.
+  const std::optional<float> value = sess.run_step_fn([&](StepContext& ctx) {
+    return f32(ctx.run_with_hooks(v, {{c, Tensor::scalar<float>(3.2f)}}));
+  });
+  ASSERT_TRUE(value.has_value());
+  EXPECT_NEAR(*value, 3.2f, 1e-6);
 }
 
 TEST(RunStepFn, StepFunctionStops) {
   Graph g;
   MonitoredSession sess(g);
   sess.run_step_fn([](StepContext& ctx) { ctx.request_stop(); });
+  EXPECT_TRUE(sess.should_stop());
+}
+
+TEST(RunStepFn, AStoppedStepFunctionReturnsNoValue) {  // TF's None
+  Graph g;
+  MonitoredSession sess(g);
+  const std::optional<int> value = sess.run_step_fn([](StepContext& ctx) -> int {
+    ctx.request_stop();
+    return 1;
+  });
+  EXPECT_FALSE(value.has_value());
   EXPECT_TRUE(sess.should_stop());
 }
 
@@ -318,15 +332,15 @@ TEST(RunStepFn, RecoversFromAnExceptionInStepFn) {
   Output v = identity(s, c);
   bool run_already = false;
   MonitoredSession sess(g);
-  float value = 0;
-  sess.run_step_fn([&](StepContext& ctx) {
+  const std::optional<float> value = sess.run_step_fn([&](StepContext& ctx) {
     if (!run_already) {
       run_already = true;
       throw AbortedError("Abort");
     }
-    value = f32(ctx.run_with_hooks(v, {{c, Tensor::scalar<float>(3.2f)}}));
+    return f32(ctx.run_with_hooks(v, {{c, Tensor::scalar<float>(3.2f)}}));
   });
-  EXPECT_NEAR(value, 3.2f, 1e-6);
+  ASSERT_TRUE(value.has_value());  // the value of the re-run
+  EXPECT_NEAR(*value, 3.2f, 1e-6);
   EXPECT_TRUE(run_already);
 }
 
