@@ -181,6 +181,8 @@ struct Timeline::Impl {
   void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);
   void resolve_dataflow(size_t k, NameIndex& index);
   void analyze_memory(size_t k);
+  template <typename SeriesOf>
+  void memory_from_outputs(size_t k, SeriesOf& series_of);
   // The dataflow (inputs resolved) and memory analyses, done when a trace first needs them.
   void need_dataflow() const;
   void need_memory() const;
@@ -395,7 +397,11 @@ void Timeline::Impl::analyze_memory(size_t k) {
     bool operator<(const Alias& o) const { return id != o.id ? id < o.id : allocator < o.allocator; }
   };
   std::vector<Alias> aliases;
-  for (size_t i = step.node_begin; i < step.node_end; ++i) {
+  bool has_records = false;
+  for (size_t i = step.node_begin; i < step.node_end && !has_records; ++i)
+    for (const AllocatorMemoryUsed& m : nodes[i].ns->memory) has_records |= !m.allocation_records.empty();
+  if (!has_records) memory_from_outputs(k, series_of);
+  for (size_t i = step.node_begin; i < step.node_end && has_records; ++i) {
     const Node& n = nodes[i];
     const NodeExecStats& ns = *n.ns;
     for (const AllocatorMemoryUsed& m : ns.memory) {
@@ -485,6 +491,39 @@ void Timeline::Impl::analyze_memory(size_t k) {
         s.max_pos = p;
       }
     }
+  }
+}
+
+// TensorFlow's rules for a step without allocation records (what most RunMetadata files real
+// TensorFlow writes hold): each output is a buffer of its requested_bytes in its allocator,
+// allocated when its producer starts and freed at its last use (the tensor's last_unref); at
+// equal times frees come first, then smaller allocations, then by tensor name (TF's tuple sort).
+template <typename SeriesOf>
+void Timeline::Impl::memory_from_outputs(size_t k, SeriesOf& series_of) {
+  const Step& step = steps[k];
+  const size_t first_series = series.size();
+  for (size_t i = step.node_begin; i < step.node_end; ++i) {
+    const Node& n = nodes[i];
+    for (uint32_t o = 0; o < n.ns->output.size(); ++o) {
+      const AllocationDescription& ad = n.ns->output[o].tensor_description.allocation_description;
+      if (ad.allocator_name.empty()) continue;  // no description: no memory to draw
+      Series& sr = series_of(ad.allocator_name);
+      const int32_t t = static_cast<int32_t>(n.tensor_begin + o);
+      const Tensor& tensor = tensors[t];
+      const auto iv = static_cast<uint32_t>(intervals.size());
+      const int64_t free = std::max(tensor.create, tensor.last_unref);
+      intervals.push_back({tensor.create, free, ad.requested_bytes, t});
+      sr.points.push_back({tensor.create, ad.requested_bytes, iv});
+      sr.points.push_back({free, -ad.requested_bytes, iv});
+    }
+  }
+  for (size_t i = first_series; i < series.size(); ++i) {
+    std::vector<Point>& points = series[i].points;
+    std::sort(points.begin(), points.end(), [&](const Point& a, const Point& b) {
+      if (a.time != b.time) return a.time < b.time;
+      if (a.delta != b.delta) return a.delta < b.delta;
+      return tensor_name(tensors[intervals[a.interval].tensor]) < tensor_name(tensors[intervals[b.interval].tensor]);
+    });
   }
 }
 

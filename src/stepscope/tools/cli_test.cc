@@ -11,11 +11,12 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/timeline_test_util.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/temp_dir.h"
 #include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
-#include "stepscope/testing/temp_dir.h"
 
 namespace stepscope {
 namespace {
@@ -165,6 +166,25 @@ TEST_F(CliTest, TimelineFromRunMetadataOrProfileValidates) {
   trace = read_file(path("t3.json.gz"));
   EXPECT_TRUE(validate_chrome_trace(trace).empty());
   EXPECT_NE(trace.find("MatMul"), std::string::npos);
+}
+
+// A RunMetadata file as TensorFlow writes it (no allocation records): the memory tracks come
+// from the outputs' allocation descriptions, as TensorFlow's timeline does.
+TEST_F(CliTest, TimelineShowsMemoryOfTensorFlowsOwnRunMetadata) {
+  write_file_atomically(path("tf_run_metadata.pb"),
+                        testing::tf_run_metadata({{"a", "Const", {}, 0, 5, 64}, {"b", "Neg", {"a"}, 10, 5, 64}}));
+  const CliResult r =
+      cli({"timeline", "--run_meta", path("tf_run_metadata.pb"), "-o", path("tf.json"), "--show_memory", "true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json trace = nlohmann::json::parse(read_file(path("tf.json")));
+  std::vector<int64_t> totals;
+  int objects = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "C" && e["name"] == "cpu") totals.push_back(e["args"]["cpu"].get<int64_t>());
+    objects += e["ph"] == "N";
+  }
+  EXPECT_EQ(totals, (std::vector<int64_t>{0, 64, 128, 64, 0}));
+  EXPECT_EQ(objects, 2);
 }
 
 TEST_F(CliTest, CriticalPathOfASavedStep) {
