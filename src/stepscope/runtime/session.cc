@@ -6,6 +6,7 @@
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/runtime/executor.h"
+#include "stepscope/runtime/run_interceptor.h"
 
 namespace stepscope {
 
@@ -89,6 +90,28 @@ void check_debug_watch(const Graph& graph, const std::string& watch) {
 std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Output>& fetches,
                                  const std::vector<Node*>& targets, const RunOptions& options,
                                  RunMetadata* run_metadata) {
+  RunInterceptor* interceptor = current_run_interceptor();
+  if (!interceptor) [[likely]]
+    return run_without_interceptor(feeds, fetches, targets, options, run_metadata);
+  const RunCall call{*this, fetches, targets};
+  int64_t ticket = 0;
+  if (!interceptor->before_run(call, ticket)) {
+    std::vector<Tensor> results = run_without_interceptor(feeds, fetches, targets, options, run_metadata);
+    interceptor->after_run(call, ticket, nullptr);
+    return results;
+  }
+  RunOptions traced = options;
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata own;
+  RunMetadata* metadata = run_metadata ? run_metadata : &own;
+  std::vector<Tensor> results = run_without_interceptor(feeds, fetches, targets, traced, metadata);
+  interceptor->after_run(call, ticket, metadata);
+  return results;
+}
+
+std::vector<Tensor> Session::run_without_interceptor(const FeedList& feeds, const std::vector<Output>& fetches,
+                                                     const std::vector<Node*>& targets, const RunOptions& options,
+                                                     RunMetadata* run_metadata) {
   if (closed_) throw CancelledError("Attempted to use a closed Session.");
   for (size_t i = 0; i < feeds.size(); ++i) {
     check_feed(graph_, feeds[i].first, feeds[i].second);

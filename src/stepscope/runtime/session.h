@@ -39,6 +39,7 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Runs the graph; returns one tensor per fetch, in order. `targets` are run for their effect.
+  // A RunInterceptor installed (run_interceptor.h, e.g. a ProfileContext) may trace the run.
   std::vector<Tensor> run(const FeedList& feeds, const std::vector<Output>& fetches,
                           const std::vector<Node*>& targets = {}, const RunOptions& options = {},
                           RunMetadata* run_metadata = nullptr);
@@ -57,6 +58,9 @@ class Session {
   bool closed() const { return closed_; }
 
  private:
+  std::vector<Tensor> run_without_interceptor(const FeedList& feeds, const std::vector<Output>& fetches,
+                                              const std::vector<Node*>& targets, const RunOptions& options,
+                                              RunMetadata* run_metadata);
   Graph& graph_;
   SessionOptions options_;
   std::unique_ptr<ResourceStore> resources_;
