@@ -680,10 +680,13 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     const int device = static_cast<int>(d);
     process.assign(devices[d]).append(" Compute");
     meta("process_name", pid_compute(device), -1, "name", process, 0);
-    meta("process_sort_index", pid_compute(device), -1, "sort_index", {}, pid_compute(device));
+    // Every device's Compute first, then the Tensors processes (a row per tensor), so the
+    // tensors of one device never push the next device's ops out of sight.
+    meta("process_sort_index", pid_compute(device), -1, "sort_index", {}, 1 + device);
     process.assign(devices[d]).append(" Tensors");
     meta("process_name", pid_tensors(device), -1, "name", process, 0);
-    meta("process_sort_index", pid_tensors(device), -1, "sort_index", {}, pid_tensors(device));
+    meta("process_sort_index", pid_tensors(device), -1, "sort_index", {},
+         1 + static_cast<int>(devices.size()) + device);
     for (int lane = 0; lane < num_lanes[d]; ++lane) {
       lane_name(pid_compute(device), lane);
       meta("thread_sort_index", pid_compute(device), lane, "sort_index", {}, lane);
@@ -846,13 +849,15 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     // Bytes in use per allocator: what the step allocated and has not freed, from 0 at the
     // step's start.
     for (const Series& sr : series) {
+      // Named with what it counts: "<allocator> memory", series "bytes in use" (Perfetto
+      // shows "cpu memory bytes in use"; TensorFlow named both by the bare allocator).
       auto counter = [&](int64_t ts, int64_t value) {
         head('C', "Memory");
-        s.str(sr.allocator);
+        s.ch('"');
+        s.str_body(sr.allocator);
+        s.lit(" memory\"");
         tail(0, 0, ts);
-        s.lit(",\"args\":{");
-        s.str(sr.allocator);
-        s.ch(':');
+        s.lit(",\"args\":{\"bytes in use\":");
         s.i64(value);
         s.lit("}}");
       };
@@ -860,7 +865,9 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       for (size_t p = 0; p < sr.points.size(); ++p) counter(sr.points[p].time, sr.totals[p]);
     }
   }
-  s.lit("]");
+  // catapult builds its slice tree on whole microseconds unless told "ns" (sub-µs ops would
+  // nest under neighbours and lose their flows); Perfetto ignores the field.
+  s.lit("],\"displayTimeUnit\":\"ns\"");
   if (base_wall_ns != 0) {
     s.lit(",\"baseTimeNanoseconds\":");
     s.i64(base_wall_ns);

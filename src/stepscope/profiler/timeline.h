@@ -2,19 +2,23 @@
 // clean for Perfetto (see reference/chrome-trace.md, "Lessons").
 //
 // Layout (TensorFlow's):
-//  - pid 0 "Allocators": one `C` counter series per allocator (cat "Memory", name and series key
-//    the allocator's name), bytes in use by the buffers the step allocated (show_memory);
+//  - pid 0 "Allocators": one `C` counter per allocator (cat "Memory", named "<allocator> memory",
+//    series "bytes in use": TensorFlow used the bare allocator name for both), bytes in use by the
+//    buffers the step allocated (show_memory);
 //  - per device k (in StepStats order): pid 2k+1 "<device> Compute" with one `X` event per node
 //    (cat "Op", named by op type; args.name = node name, args.op, args.input0..N: the op and
-//    data inputs from the graph when given, else from the timeline_label), and pid 2k+2 "<device> Tensors" with the tensors as `N`/`O`/`D` object
-//    events (cat "Tensor", show_memory);
+//    data inputs from the graph when given, else from the timeline_label), and pid 2k+2 "<device> Tensors" with the
+//    tensors as `N`/`O`/`D` object events (cat "Tensor", show_memory);
 //  - a node's tid is its lane: the first lane of its device whose last node ended strictly
 //    before (in ns) the node started, so slices on one tid never overlap;
 //  - `DataFlow` flows from a producer to each consumer on another (pid, tid): `s` inside the
 //    producer's slice (1 ns before its end), `f` with "bp":"e" at the consumer's start, so both
 //    ends bind to their slices in Perfetto and in chrome://tracing;
-//  - metadata first: process_name and process_sort_index for every pid, thread_name and
-//    thread_sort_index for every (pid, tid) that has events.
+//  - metadata first: process_name and process_sort_index for every pid (Allocators, then every
+//    device's Compute, then the Tensors processes), thread_name and thread_sort_index for every
+//    (pid, tid) that has events;
+//  - "displayTimeUnit": "ns" at the top level: without it chrome://tracing builds its slice tree
+//    on whole microseconds and nests sub-µs ops under neighbours (dropping their flows).
 // Beyond TensorFlow's: ts/dur are microseconds with three decimals relative to the trace's
 // origin (the first step's start), whose wall-clock time is the top-level "baseTimeNanoseconds";
 // args also carry output dtypes and shapes, output bytes, the thread that ran the node, and

@@ -37,8 +37,8 @@ TEST(TimelineMemory, TensorFlowsRunMetadataGetsCountersFromItsOutputs) {
   std::vector<int64_t> totals;
   std::vector<int64_t> times;
   for (const json& c : testing::events(trace, "C")) {
-    if (c["name"] != "cpu") continue;
-    totals.push_back(c["args"]["cpu"].get<int64_t>());
+    if (c["name"] != "cpu memory") continue;
+    totals.push_back(c["args"]["bytes in use"].get<int64_t>());
     times.push_back(testing::ns_of(c["ts"]) / 1000);
   }
   ASSERT_EQ(totals, (std::vector<int64_t>{0, 400, 1200, 800, 1600, 800, 804, 4, 0}));
@@ -84,7 +84,7 @@ TEST(TimelineMemory, RecordsWinOverOutputs) {
     const json trace = testing::validated(Timeline(st).generate_chrome_trace_format(true, true));
     std::vector<int64_t> totals;
     for (const json& c : testing::events(trace, "C"))
-      if (c["name"] == "cpu") totals.push_back(c["args"]["cpu"].get<int64_t>());
+      if (c["name"] == "cpu memory") totals.push_back(c["args"]["bytes in use"].get<int64_t>());
     return totals;
   };
   StepStats without_outputs = md.step_stats;

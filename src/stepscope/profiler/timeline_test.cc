@@ -252,6 +252,32 @@ TEST(Timeline, ExactLayoutOfOps) {
   EXPECT_TRUE(meta.contains({"thread_name=\"lane 1\"", 1, 1}));
   EXPECT_TRUE(meta.contains({"thread_sort_index=1", 1, 1}));
   EXPECT_EQ(j["baseTimeNanoseconds"], st.base_wall_ns);
+  EXPECT_EQ(j["displayTimeUnit"], "ns");  // else chrome://tracing nests sub-µs ops on whole µs
+}
+
+// Two devices: both Compute processes sort above both Tensors processes (a row per tensor would
+// otherwise push the second device's ops out of sight).
+TEST(Timeline, ComputeProcessesSortBeforeTensors) {
+  StepStats st;
+  for (const char* device :
+       {"/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"}) {
+    st.dev_stats.push_back({StepStats::intern(device), {}});
+    st.dev_stats.back().node_stats.push_back(
+        node_stats(std::string("n") + std::string(device).back(), "n = Op()", 100, 10));
+  }
+  const json j = validated(Timeline(st).generate_chrome_trace_format(true, true));
+  std::map<std::string, int> order;  // process name -> sort index
+  std::map<int, std::string> names;
+  for (const auto& e : events(j, "M"))
+    if (e["name"] == "process_name") names[e["pid"].get<int>()] = e["args"]["name"];
+  for (const auto& e : events(j, "M"))
+    if (e["name"] == "process_sort_index") order[names.at(e["pid"].get<int>())] = e["args"]["sort_index"];
+  const std::string cpu0 = "/job:localhost/replica:0/task:0/device:CPU:0",
+                    cpu1 = "/job:localhost/replica:0/task:0/device:CPU:1";
+  EXPECT_LT(order.at("Allocators"), order.at(cpu0 + " Compute"));
+  EXPECT_LT(order.at(cpu0 + " Compute"), order.at(cpu1 + " Compute"));
+  EXPECT_LT(order.at(cpu1 + " Compute"), order.at(cpu0 + " Tensors"));
+  EXPECT_LT(order.at(cpu0 + " Tensors"), order.at(cpu1 + " Tensors"));
 }
 
 TEST(Timeline, DoesNotModifyTheStepStats) {
@@ -506,16 +532,16 @@ TEST(Timeline, TensorLifetimesAndCountersComeFromTheAllocatorsRecords) {
   std::stable_sort(all.begin(), all.end(), [](auto& p, auto& q) { return p.alloc_ns < q.alloc_ns; });
   auto cs = events(j, "C");
   ASSERT_EQ(cs.size(), all.size() + 1);
-  EXPECT_EQ(cs[0]["args"]["cpu"], 0);
+  EXPECT_EQ(cs[0]["args"]["bytes in use"], 0);
   int64_t total = 0, max_total = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     total += all[i].alloc_bytes;
     max_total = std::max(max_total, total);
-    EXPECT_EQ(cs[i + 1]["name"], "cpu");
+    EXPECT_EQ(cs[i + 1]["name"], "cpu memory");
     EXPECT_EQ(cs[i + 1]["cat"], "Memory");
     EXPECT_EQ(cs[i + 1]["pid"], 0);
     EXPECT_EQ(ns_of(cs[i + 1]["ts"]), all[i].alloc_ns);
-    EXPECT_EQ(cs[i + 1]["args"]["cpu"], total);
+    EXPECT_EQ(cs[i + 1]["args"]["bytes in use"], total);
   }
   const auto maxima = tl.allocator_maximums();
   ASSERT_TRUE(maxima.contains("cpu"));

@@ -240,17 +240,16 @@ std::vector<TraceProblem> validate_chrome_trace(std::string_view text) {
   }
 
   const json* events = nullptr;
+  bool ns_display_unit = false;
   if (root.is_array()) {
     events = &root;
   } else if (root.is_object() && root.contains("traceEvents") && root["traceEvents"].is_array()) {
     events = &root["traceEvents"];
     if (root.contains("displayTimeUnit")) {
       const json& unit = root["displayTimeUnit"];
-      if (unit != "ms" && unit != "ns") {
+      if (unit != "ms" && unit != "ns")
         report.error("display-time-unit", "displayTimeUnit " + unit.dump() + " (catapult accepts \"ms\" or \"ns\")");
-      } else {
-        report.warning("display-time-unit", "displayTimeUnit is ignored by Perfetto: do not rely on it for scaling");
-      }
+      ns_display_unit = unit == "ns";
     }
   } else {
     report.error("container", "the top level is neither an array nor an object with a traceEvents array");
@@ -470,9 +469,23 @@ std::vector<TraceProblem> validate_chrome_trace(std::string_view text) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
     std::vector<const Slice*> stack;
+    int64_t previous_end = INT64_MIN;  // of the last slice that ended before this one started
     for (size_t k = 0; k < list.size(); ++k) {
       const Slice& s = list[k];
-      while (!stack.empty() && stack.back()->end <= s.start) stack.pop_back();
+      while (!stack.empty() && stack.back()->end <= s.start) {
+        previous_end = std::max(previous_end, stack.back()->end);
+        stack.pop_back();
+      }
+      // Without "ns", catapult builds its slice tree on whole microseconds: a slice shorter than
+      // 1 µs, or starting within 1 µs of its neighbour's end, is nested under a slice it does
+      // not overlap (and flows starting in it are dropped).
+      if (!ns_display_unit && (s.end - s.start < 1000 || (previous_end != INT64_MIN && s.start - previous_end < 1000)))
+        report.error(
+            "display-time-unit",
+            describe(s.event, (*events)[s.event]) +
+                (s.end - s.start < 1000 ? " is shorter than 1 us" : " starts within 1 us of the previous slice's end") +
+                " and the trace has no \"displayTimeUnit\":\"ns\": chrome://tracing nests "
+                "it on whole microseconds, under a slice it does not overlap");
       if (!stack.empty() && s.end > stack.back()->end) {
         report.error("nesting", describe(s.event, (*events)[s.event]) + " partially overlaps " +
                                     describe(stack.back()->event, (*events)[stack.back()->event]) +

@@ -6,7 +6,9 @@
 // file does not load); warnings are legal but unwise (see each rule). Rules:
 //   json               the text is not JSON (raw control characters in strings included)
 //   container          top level not an array or an object with a traceEvents array
-//   display-time-unit  E: not "ms"/"ns"; W: present at all (Perfetto ignores it)
+//   display-time-unit  E: not "ms"/"ns"; E: without "ns", a slice shorter than 1 µs or
+//                      starting within 1 µs of the previous slice's end on its thread
+//                      (catapult nests on whole µs then: it lands under a neighbour)
 //   event              E: not an object, ph missing or unknown, ts missing or not a number
 //                      (but on M), pid missing, tid missing (but on process-level M and s:g/p
 //                      instants); W: string pid/tid, negative ts/dur/tid

@@ -180,7 +180,7 @@ TEST_F(CliTest, TimelineShowsMemoryOfTensorFlowsOwnRunMetadata) {
   std::vector<int64_t> totals;
   int objects = 0;
   for (const auto& e : trace["traceEvents"]) {
-    if (e["ph"] == "C" && e["name"] == "cpu") totals.push_back(e["args"]["cpu"].get<int64_t>());
+    if (e["ph"] == "C" && e["name"] == "cpu memory") totals.push_back(e["args"]["bytes in use"].get<int64_t>());
     objects += e["ph"] == "N";
   }
   EXPECT_EQ(totals, (std::vector<int64_t>{0, 64, 128, 64, 0}));
