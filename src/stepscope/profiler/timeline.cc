@@ -671,7 +671,15 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
   // Metadata.
   meta("process_name", 0, -1, "name", "Allocators", 0);
   meta("process_sort_index", 0, -1, "sort_index", {}, 0);
+  // Memory tracks are named only where there is memory to draw (a step with no memory records
+  // and no output descriptions, e.g. a saved profile's, has none).
+  std::vector<char> device_has_tensors(devices.size(), 0);
+  bool has_counters = false;
   if (options.show_memory) {
+    for (const Tensor& t : tensors) device_has_tensors[nodes[t.node].device] = 1;
+    for (const Series& sr : series) has_counters |= !sr.points.empty();
+  }
+  if (has_counters) {
     meta("thread_name", 0, 0, "name", "memory", 0);
     meta("thread_sort_index", 0, 0, "sort_index", {}, 0);
   }
@@ -691,7 +699,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       lane_name(pid_compute(device), lane);
       meta("thread_sort_index", pid_compute(device), lane, "sort_index", {}, lane);
     }
-    if (options.show_memory) {
+    if (device_has_tensors[d]) {
       for (int lane = 0; lane < std::max(1, num_lanes[d]); ++lane) {
         lane_name(pid_tensors(device), lane);
         meta("thread_sort_index", pid_tensors(device), lane, "sort_index", {}, lane);
@@ -849,6 +857,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     // Bytes in use per allocator: what the step allocated and has not freed, from 0 at the
     // step's start.
     for (const Series& sr : series) {
+      if (sr.points.empty()) continue;
       // Named with what it counts: "<allocator> memory", series "bytes in use" (Perfetto
       // shows "cpu memory bytes in use"; TensorFlow named both by the bare allocator).
       auto counter = [&](int64_t ts, int64_t value) {
@@ -886,6 +895,11 @@ Timeline::Timeline(std::span<const StepStats* const> window, const Graph* graph,
   impl_->graph = graph;
   impl_->window = true;
   impl_->build(window, step_numbers);
+}
+
+void Timeline::set_float_ops(const std::function<int64_t(const NodeExecStats&)>& float_ops) {
+  for (Impl::Node& n : impl_->nodes)
+    if (n.flops < 0) n.flops = float_ops(*n.ns);
 }
 
 Timeline::~Timeline() = default;

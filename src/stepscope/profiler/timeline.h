@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -43,6 +44,7 @@ namespace stepscope {
 
 class Graph;
 class StepStats;
+struct NodeExecStats;
 
 struct AllocationMaximum {
   int64_t timestamp_ns = 0;          // when it was first reached, on the clock of NodeExecStats::all_start_ns
@@ -74,6 +76,10 @@ class Timeline {
   ~Timeline();
   Timeline(Timeline&&) noexcept;
   Timeline& operator=(Timeline&&) noexcept;
+
+  // FLOPs for the nodes the graph did not give (a step read from a file, e.g. with a saved
+  // profile's figures): `float_ops(ns)` per node record, < 0 for unknown; before writing a trace.
+  void set_float_ops(const std::function<int64_t(const NodeExecStats&)>& float_ops);
 
   // The trace as a JSON string (compact; TensorFlow's pretty-prints here).
   std::string generate_chrome_trace_format(bool show_dataflow = true, bool show_memory = false) const;

@@ -271,12 +271,27 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
         err << "stepscope: give --run_meta FILE or --profile FILE\n";
         return 2;
       }
-      StepStats step = meta_path.empty() ? profile_step(Profiler::load(profile_path, max_decompressed_bytes),
-                                                        timeline ? timeline_step : cp_step, profile_path)
-                                         : load_run_metadata(meta_path, max_decompressed_bytes).step_stats;
+      std::optional<Profiler> profile;
+      if (meta_path.empty()) profile.emplace(Profiler::load(profile_path, max_decompressed_bytes));
+      StepStats step = profile ? profile_step(*profile, timeline ? timeline_step : cp_step, profile_path)
+                               : load_run_metadata(meta_path, max_decompressed_bytes).step_stats;
       if (timeline) {
         std::string trace;
-        Timeline(step).write_chrome_trace(trace, {.show_dataflow = show_dataflow, .show_memory = show_memory});
+        Timeline tl(step);
+        if (profile) {
+          // The profile saved each node's FLOPs (the hook's timelines have them from the graph).
+          const int64_t number = timeline_step >= 0 ? timeline_step : profile->steps().back();
+          const auto flops = profile->float_ops_per_run(number);
+          tl.set_float_ops([&](const NodeExecStats& ns) {
+            auto it = flops.find(std::string(ns.node_name));
+            return it == flops.end() ? int64_t{-1} : it->second;
+          });
+          if (show_memory)
+            err << "note: a saved profile keeps no tensor memory (only per-node totals); for memory tracks convert "
+                   "the step's RunMetadata (ProfilerHook writes run_metadata-<step>.pb beside its timelines) "
+                   "with --run_meta\n";
+        }
+        tl.write_chrome_trace(trace, {.show_dataflow = show_dataflow, .show_memory = show_memory});
         const bool gz = gzip || (timeline_output.size() > 3 && timeline_output.ends_with(".gz"));
         write_file_atomically(timeline_output, trace, gz);
         out << "wrote " << timeline_output << " (" << trace.size() << " bytes of JSON)\n";

@@ -166,6 +166,21 @@ TEST_F(CliTest, TimelineFromRunMetadataOrProfileValidates) {
   trace = read_file(path("t3.json.gz"));
   EXPECT_TRUE(validate_chrome_trace(trace).empty());
   EXPECT_NE(trace.find("MatMul"), std::string::npos);
+  // The profile's FLOPs are in the args, as in the hook's timelines.
+  const nlohmann::json j = nlohmann::json::parse(trace);
+  int64_t matmul_flops = 0;
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "X" && e["name"] == "MatMul") matmul_flops += e["args"].value("flops", int64_t{0});
+  EXPECT_GT(matmul_flops, 0);
+
+  // A saved profile has no tensor memory: no memory tracks are named, and the user is told where
+  // memory is.
+  r = cli({"timeline", "--profile", path("profile"), "-o", path("t4.json"), "--show_memory", "true"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("--run_meta"), std::string::npos) << r.err;
+  trace = read_file(path("t4.json"));
+  EXPECT_TRUE(validate_chrome_trace(trace).empty());
+  EXPECT_EQ(trace.find("\"memory\""), std::string::npos);
 }
 
 // A RunMetadata file as TensorFlow writes it (no allocation records): the memory tracks come

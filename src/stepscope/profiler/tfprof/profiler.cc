@@ -266,6 +266,15 @@ const Graph* Profiler::graph() const { return impl_->graph; }
 
 StepStats Profiler::step_stats(int64_t step) const { return impl_->step_stats(step, nullptr); }
 
+std::unordered_map<std::string, int64_t> Profiler::float_ops_per_run(int64_t step) const {
+  std::unordered_map<std::string, int64_t> out;
+  auto it = impl_->model.steps.find(step);
+  if (it == impl_->model.steps.end()) return out;
+  for (const tfprof::NodeStep& n : it->second.nodes)
+    out[impl_->model.nodes[n.node].name] = n.float_ops / std::max<int64_t>(1, n.run_count);
+  return out;
+}
+
 StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only) const {
   StepStats out;
   auto it = model.steps.find(step);

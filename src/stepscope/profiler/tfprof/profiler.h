@@ -45,6 +45,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "stepscope/base/file_io.h"
@@ -133,6 +134,9 @@ class Profiler {
   // The step's node executions as a StepStats (names, op types, labels, device, times, threads;
   // no memory), for timelines and the critical path. Empty for a step not added.
   StepStats step_stats(int64_t step) const;
+  // Each node's float ops per run in `step`, by node name (a loaded profile keeps them, so its
+  // timelines can show them); empty for a step not added.
+  std::unordered_map<std::string, int64_t> float_ops_per_run(int64_t step) const;
   // Read-only view of everything the profiler holds (profile_model.h).
   const tfprof::ProfileModel& model() const;
   // The graph it profiles; null for a loaded profile (a file has none).
