@@ -6,11 +6,15 @@ set -euo pipefail
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
           zlib1g-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev
           dataset-fashion-mnist
-          clang-16 libclang-rt-16-dev python3)
+          clang-16 libclang-rt-16-dev python3
+          chromium golang-1.19-src)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
+# node and npm for the browser tests (tests/browser: playwright-core drives chromium; the trace
+# viewer is catapult's, from golang-1.19-src). A node from elsewhere (NodeSource) will do.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=""

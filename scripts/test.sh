@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds (Release) and runs every test; then builds and runs them
+# Installs what is missing, builds (Release) and runs every test, then loads every trace the tests
+# found clean into chrome://tracing's importer in headless Chromium (scripts/browser_test.sh); then builds and runs them
 # again under AddressSanitizer + UndefinedBehaviorSanitizer (clang) and runs every fuzz target for
 # FUZZ_SECONDS (default 30) over its seed corpus (scripts/fuzz.sh); then the concurrency tests
 # (thread pool, executor, coordinator, monitored sessions, hooks, the trace server) under
@@ -11,7 +12,17 @@ jobs=${JOBS:-2}
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs")
+# Every trace a test finds clean is also kept in the corpus (testing/trace_validator.h) ...
+corpus="$PWD/build/trace-corpus"
+rm -rf "$corpus"
+(cd build && STEPSCOPE_TRACE_CORPUS="$corpus" ctest --output-on-failure -j"$jobs")
+# ... and must import cleanly into catapult's importer (chrome://tracing) in headless Chromium;
+# a trace that chrome://tracing mis-draws must fail there (or the check proves nothing).
+scripts/browser_test.sh "$corpus"
+if scripts/browser_test.sh tests/browser/must_fail >/dev/null; then
+  echo "tests/browser: catapult_import.mjs passed traces that chrome://tracing mis-draws" >&2
+  exit 1
+fi
 
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   # The same build holds the fuzz targets, so it is made with clang; a build-asan an older

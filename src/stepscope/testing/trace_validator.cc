@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
+
+#include "stepscope/base/file_io.h"
 
 namespace stepscope {
 
@@ -187,6 +191,24 @@ const std::map<std::string, std::string> kMetadataArg = {{"process_name", "name"
                                                          {"thread_name", "name"},
                                                          {"thread_sort_index", "sort_index"}};
 
+}  // namespace
+
+// With STEPSCOPE_TRACE_CORPUS set, every trace found clean is also written there (named by its
+// hash), so the browser tests can load what the test suite checked into the real viewers
+// (tests/browser: scripts/test.sh sets it).
+namespace {
+void keep_in_corpus(std::string_view text) {
+  const char* dir = std::getenv("STEPSCOPE_TRACE_CORPUS");
+  if (!dir || !*dir) return;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.json", static_cast<unsigned long long>(hash));
+  const std::filesystem::path path = std::filesystem::path(dir) / name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!std::filesystem::exists(path, ec)) write_file_atomically(path, text);
+}
 }  // namespace
 
 std::vector<TraceProblem> validate_chrome_trace(std::string_view text) {
@@ -569,7 +591,9 @@ std::vector<TraceProblem> validate_chrome_trace(std::string_view text) {
       report.warning("not-rendered", std::to_string(n) + " '" + std::string(1, ph) + "' events: Perfetto ignores them" +
                                          (ph == 'N' || ph == 'O' || ph == 'D' ? " (show memory with C counters)" : ""));
   }
-  return report.finish();
+  std::vector<TraceProblem> problems = report.finish();
+  if (problems.empty()) keep_in_corpus(text);
+  return problems;
 }
 
 }  // namespace stepscope
