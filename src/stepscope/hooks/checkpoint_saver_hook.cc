@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
 #include "stepscope/base/file_io.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
@@ -60,7 +61,7 @@ void CheckpointSaverHook::start(Graph* graph) {
   // Resolved again at the first save: the hook may be reused with another graph.
   saver_ = nullptr;
   owned_saver_.reset();
-  meta_graph_of_ = {0, -1};
+  meta_graph_of_ = {0, -1, 0};
   global_step_read_ = graph ? global_step_read_for(*graph, "CheckpointSaverHook") : Output{};
   for (CheckpointSaverListener* l : options_.listeners) l->begin();
 }
@@ -178,7 +179,10 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
 }
 
 const std::string& CheckpointSaverHook::meta_graph(const Graph& graph) {
-  const std::pair<uint64_t, int> of{graph.id(), graph.num_nodes()};
+  // Collections may grow while the node count stays (a graph not finalized): count them too.
+  size_t collected = 0;
+  for (const auto& [key, nodes] : graph.collections()) collected += nodes.size() + 1;
+  const std::tuple<uint64_t, int, size_t> of{graph.id(), graph.num_nodes(), collected};
   if (meta_graph_of_ != of) {
     meta_graph_ = meta_graph_def_binary(graph);
     meta_graph_of_ = of;

@@ -15,7 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include "stepscope/hooks/hook_logging.h"
@@ -115,7 +115,8 @@ class CheckpointSaverHook : public SessionRunHook {
   std::unique_ptr<Saver> owned_saver_;
   Saver* saver_ = nullptr;  // resolved on first use
   std::string meta_graph_;
-  std::pair<uint64_t, int> meta_graph_of_{0, -1};  // graph id and node count meta_graph_ was made for
+  // The graph id, node count and collection sizes meta_graph_ was made for.
+  std::tuple<uint64_t, int, size_t> meta_graph_of_{0, -1, 0};
 };
 
 }  // namespace stepscope

@@ -285,6 +285,21 @@ TEST(SummaryWriter, AddGraphWritesAGraphDefTensorBoardCanDraw) {
       std::string::npos);
 }
 
+// A MetaGraphDef event (Event field 9) holds the bytes given, as TensorFlow's add_meta_graph.
+TEST(SummaryWriter, AddMetaGraphWritesTheBytesAsGiven) {
+  TempDir dir;
+  SummaryWriter writer(dir.path());
+  const std::string meta("\x0a\x00\x12\x00", 4);
+  writer.add_meta_graph(meta, 7);
+  writer.close();
+  std::vector<Event> events = read_events(writer.path());
+  ASSERT_EQ(events.size(), 2u);
+  ASSERT_TRUE(events[1].meta_graph_def);
+  EXPECT_EQ(*events[1].meta_graph_def, meta);
+  EXPECT_EQ(events[1].step, 7);
+  EXPECT_FALSE(events[1].graph_def);
+}
+
 // ----- SummaryWriterCache ------------------------------------------------------------------
 
 TEST(SummaryWriterCache, OneWriterPerDirectory) {
