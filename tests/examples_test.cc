@@ -145,7 +145,8 @@ TEST_F(ExampleTest, DemoTrainsWithHooksAndLeavesCheckpointsAndSummaries) {
   EXPECT_NE(r.output.find("INFO: global_step/sec: "), std::string::npos);
   EXPECT_NE(r.output.find("INFO: loss = "), std::string::npos);
   const std::vector<std::string> files = files_in(dir_ / "run");
-  for (const char* expected : {"checkpoint", "model.ckpt-720.safetensors", "model.ckpt-500.safetensors"})
+  for (const char* expected :
+       {"checkpoint", "model.ckpt-720.safetensors", "model.ckpt-500.safetensors", "model.ckpt-720.meta", "graph.pbtxt"})
     EXPECT_NE(std::find(files.begin(), files.end(), expected), files.end()) << expected;
   EXPECT_TRUE(std::any_of(files.begin(), files.end(),
                           [](const std::string& f) { return f.rfind("events.out.tfevents.", 0) == 0; }));

@@ -56,6 +56,8 @@ class Graph {
   // Named groups of nodes (trainable variables, the global step, summaries, ...).
   void add_to_collection(const std::string& key, Node* node);
   const std::vector<Node*>& collection(const std::string& key) const;
+  // Every collection, by key (tf.Graph.get_all_collection_keys with their contents).
+  const std::map<std::string, std::vector<Node*>>& collections() const { return collections_; }
 
   uint64_t id() const { return id_; }
 

@@ -3,8 +3,12 @@
 #include <filesystem>
 #include <sstream>
 #include <system_error>
+#include <tuple>
 
+#include "stepscope/base/file_io.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
+#include "stepscope/train/graph_def.h"
+#include "stepscope/train/meta_graph.h"
 
 namespace stepscope {
 
@@ -57,6 +61,7 @@ void CheckpointSaverHook::start(Graph* graph) {
   // Resolved again at the first save: the hook may be reused with another graph.
   saver_ = nullptr;
   owned_saver_.reset();
+  meta_graph_of_ = {0, -1, 0};
   global_step_read_ = graph ? global_step_read_for(*graph, "CheckpointSaverHook") : Output{};
   for (CheckpointSaverListener* l : options_.listeners) l->begin();
 }
@@ -92,7 +97,20 @@ Saver& CheckpointSaverHook::saver(Session& session) {
 
 void CheckpointSaverHook::after_create_session(Session& session, Coordinator&) {
   const int64_t global_step = global_step_value(session.run(global_step_read(session)));
-  if (summary_writer_) summary_writer_->add_graph(session.graph());
+  if (options_.save_graph_def) {
+    // Written here rather than in begin(): other hooks may still add to the graph there.
+    const Graph& graph = session.graph();
+    try {
+      write_graph(graph, options_.checkpoint_dir, kGraphFileName);
+    } catch (const Error& e) {
+      throw_error(e.code(), "CheckpointSaverHook: cannot write the graph into '" +
+                                join_path(options_.checkpoint_dir, kGraphFileName) + "': " + e.what());
+    }
+    if (summary_writer_) {
+      summary_writer_->add_graph(graph);
+      summary_writer_->add_meta_graph(meta_graph(graph));
+    }
+  }
   // The checkpoint saved here is the state at step `global_step`, before any training.
   save(session, global_step);
   timer_.update_last_triggered_step(global_step);
@@ -128,11 +146,21 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
 
   options_.log.log_info("Saving checkpoints for " + step_str + " into " + save_path_ + ".");
   Saver& s = saver(session);
+  std::string prefix;
   try {
-    s.save(session, save_path_, step);
+    prefix = s.save(session, save_path_, step);
   } catch (const Error& e) {
     throw_error(e.code(), "CheckpointSaverHook: cannot save the checkpoint for step " + step_str + " into '" +
                               save_path_ + "-" + step_str + kCheckpointSuffix + "': " + e.what());
+  }
+  if (options_.save_graph_def) {
+    const std::string meta_file = meta_graph_file(prefix);
+    try {
+      write_file_atomically(meta_file, meta_graph(session.graph()));
+    } catch (const Error& e) {
+      throw_error(e.code(), "CheckpointSaverHook: cannot write the MetaGraphDef for step " + step_str + " into '" +
+                                meta_file + "': " + e.what());
+    }
   }
   if (summary_writer_)
     summary_writer_->add_session_log(SessionLog{.status = SessionLog::kCheckpoint, .checkpoint_path = save_path_},
@@ -148,6 +176,18 @@ bool CheckpointSaverHook::save(Session& session, int64_t step) {
     }
   }
   return should_stop;
+}
+
+const std::string& CheckpointSaverHook::meta_graph(const Graph& graph) {
+  // Collections may grow while the node count stays (a graph not finalized): count them too.
+  size_t collected = 0;
+  for (const auto& [key, nodes] : graph.collections()) collected += nodes.size() + 1;
+  const std::tuple<uint64_t, int, size_t> of{graph.id(), graph.num_nodes(), collected};
+  if (meta_graph_of_ != of) {
+    meta_graph_ = meta_graph_def_binary(graph);
+    meta_graph_of_ = of;
+  }
+  return meta_graph_;
 }
 
 }  // namespace stepscope

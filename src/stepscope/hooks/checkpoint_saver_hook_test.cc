@@ -10,9 +10,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "stepscope/base/file_io.h"
 #include "stepscope/hooks/basic_session_run_hooks_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/train/graph_def.h"
+#include "stepscope/train/meta_graph.h"
 #include "stepscope/train/variables.h"
 
 namespace stepscope {
@@ -457,7 +460,8 @@ TEST_F(CheckpointSaverHookTest, UnusableDirectoryIsAClearError) {
 
 TEST_F(CheckpointSaverHookTest, FailedSaveNamesTheCheckpoint) {
   const std::string dir = model_dir.path() + "/ckpt";
-  CheckpointSaverHook hook({.checkpoint_dir = dir, .save_steps = 1});
+  // Without graph.pbtxt, which would be written (and fail) first: see the test below.
+  CheckpointSaverHook hook({.checkpoint_dir = dir, .save_steps = 1, .save_graph_def = false});
   hook.begin(graph);
   Session sess(graph);
   sess.run(init);
@@ -470,6 +474,64 @@ TEST_F(CheckpointSaverHookTest, FailedSaveNamesTheCheckpoint) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("CheckpointSaverHook: cannot save the checkpoint for step 0 into '" + dir +
                                     "/model.ckpt-0.safetensors'"));
+  }
+}
+
+TEST_F(CheckpointSaverHookTest, FailedGraphWriteNamesTheFile) {
+  const std::string dir = model_dir.path() + "/ckpt";
+  CheckpointSaverHook hook({.checkpoint_dir = dir, .save_steps = 1});
+  hook.begin(graph);
+  Session sess(graph);
+  sess.run(init);
+  fs::remove_all(dir);
+  std::ofstream(dir) << "x";
+  try {
+    hook.after_create_session(sess, coord);
+    FAIL() << "no error";
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("CheckpointSaverHook: cannot write the graph into '" + dir + "/graph.pbtxt'"));
+  }
+}
+
+// As TensorFlow's hook with save_graph_def=True: graph.pbtxt when the session is created, a
+// MetaGraphDef beside each checkpoint kept (the saver's max_to_keep, 5, deletes the others with
+// their checkpoints), and the GraphDef and MetaGraphDef in the event file.
+TEST_F(CheckpointSaverHookTest, WritesGraphPbtxtAndAMetaGraphPerCheckpoint) {
+  CheckpointSaverHook hook({.checkpoint_dir = model_dir.path(), .save_steps = 1});
+  EXPECT_EQ(run_monitored(hook, 7), 7);  // saves 0..7, keeps 3..7
+  const std::string text = read_file(model_dir.path() + "/graph.pbtxt");
+  EXPECT_EQ(text, graph_def_text(graph));
+  for (const auto& node : graph.nodes()) EXPECT_THAT(text, HasSubstr("\n  name: \"" + node->name() + "\"\n"));
+  EXPECT_TRUE(text.ends_with("versions {\n  producer: " + std::to_string(kGraphDefProducer) + "\n}\n"));
+  const std::string meta = meta_graph_def_binary(graph);
+  for (int s = 0; s <= 7; ++s) {
+    const std::string file = model_dir.path() + "/model.ckpt-" + std::to_string(s) + ".meta";
+    EXPECT_EQ(fs::exists(file), s >= 3) << file;
+    if (s >= 3) EXPECT_EQ(read_file(file), meta) << file;
+  }
+  int graphs = 0, meta_graphs = 0;
+  for (const Event& e : testing::read_dir_events(model_dir.path())) {
+    if (e.graph_def) ++graphs;
+    if (e.meta_graph_def) {
+      ++meta_graphs;
+      EXPECT_EQ(*e.meta_graph_def, meta);
+    }
+  }
+  EXPECT_EQ(graphs, 1);
+  EXPECT_EQ(meta_graphs, 1);
+}
+
+TEST_F(CheckpointSaverHookTest, WithoutSaveGraphDefNoGraphIsWritten) {
+  CheckpointSaverHook hook({.checkpoint_dir = model_dir.path(), .save_steps = 1, .save_graph_def = false});
+  run_monitored(hook, 2);
+  EXPECT_TRUE(fs::exists(model_dir.path() + "/model.ckpt-2.safetensors"));
+  for (const std::string& name : model_dir.entries()) {
+    EXPECT_NE(name, "graph.pbtxt");
+    EXPECT_FALSE(name.ends_with(".meta")) << name;
+  }
+  for (const Event& e : testing::read_dir_events(model_dir.path())) {
+    EXPECT_FALSE(e.graph_def);
+    EXPECT_FALSE(e.meta_graph_def);
   }
 }
 

@@ -74,6 +74,7 @@ MonitoredSession MonitoredTrainingSession(Graph& graph, MonitoredTrainingSession
     checkpoints.checkpoint_dir = o.checkpoint_dir;
     checkpoints.save_secs = o.save_checkpoint_secs;
     checkpoints.save_steps = o.save_checkpoint_steps;
+    checkpoints.save_graph_def = o.save_graph_def;
     // Saves with the scaffold's saver, the one that restores. The hook also records each save
     // (SessionLog CHECKPOINT) in checkpoint_dir's event file.
     checkpoints.scaffold = scaffold;

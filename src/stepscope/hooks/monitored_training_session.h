@@ -47,6 +47,9 @@ struct MonitoredTrainingSessionOptions {
   std::optional<double> save_summaries_secs = std::nullopt;
   int64_t log_step_count_steps = 100;  // <= 0: no StepCounterHook
   std::string summary_dir = {};        // empty: checkpoint_dir
+  // TensorFlow's save_graph_def: the CheckpointSaverHook writes graph.pbtxt, a `.meta` beside each
+  // checkpoint and the graph events (CheckpointSaverOptions::save_graph_def).
+  bool save_graph_def = true;
   double stop_grace_period_secs = 120;
   SessionOptions session_options = {};
   const Clock* clock = nullptr;  // for the default hooks' time-based triggers; null = steady clock

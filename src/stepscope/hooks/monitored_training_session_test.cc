@@ -112,6 +112,23 @@ TEST(MonitoredTrainingSession, SaveCheckpointSteps) {
   EXPECT_EQ(i64(sess.run(t.gstep.value())), 150);
 }
 
+// The CheckpointSaverHook writes the graph files unless save_graph_def is false.
+TEST(MonitoredTrainingSession, SaveGraphDef) {
+  for (bool save_graph_def : {true, false}) {
+    TempDir dir;
+    TrainingGraph t;
+    {
+      MonitoredSession sess = MonitoredTrainingSession(
+          t.g, {.checkpoint_dir = dir.path(), .save_checkpoint_steps = 100, .save_graph_def = save_graph_def});
+      sess.run(t.do_step);
+    }
+    EXPECT_EQ(std::filesystem::exists(dir / "graph.pbtxt"), save_graph_def);
+    EXPECT_EQ(std::filesystem::exists(dir / "model.ckpt-0.meta"), save_graph_def);
+    EXPECT_EQ(std::filesystem::exists(dir / "model.ckpt-1.meta"), save_graph_def);
+    EXPECT_TRUE(std::filesystem::exists(dir / "model.ckpt-1.safetensors"));
+  }
+}
+
 TEST(MonitoredTrainingSession, SaveCheckpointSecs) {
   TempDir dir;
   TrainingGraph t;

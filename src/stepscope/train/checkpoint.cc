@@ -315,6 +315,7 @@ std::string relative_to(const std::string& path, const std::string& dir) {
 void remove_checkpoint_files(const std::string& prefix) {
   std::error_code ec;
   fs::remove(checkpoint_file(prefix), ec);  // like TensorFlow: a checkpoint already gone is fine
+  fs::remove(meta_graph_file(prefix), ec);  // and its MetaGraphDef, when one was written
 }
 
 }  // namespace
@@ -323,6 +324,12 @@ void remove_checkpoint_files(const std::string& prefix) {
 
 std::string checkpoint_file(const std::string& prefix) {
   return ends_with_suffix(prefix) ? prefix : prefix + kCheckpointSuffix;
+}
+
+std::string meta_graph_file(const std::string& prefix) {
+  const std::string base =
+      ends_with_suffix(prefix) ? prefix.substr(0, prefix.size() - std::strlen(kCheckpointSuffix)) : prefix;
+  return base + kMetaGraphSuffix;
 }
 
 bool checkpoint_exists(const std::string& prefix) {

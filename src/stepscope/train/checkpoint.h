@@ -41,6 +41,8 @@
 namespace stepscope {
 
 inline constexpr const char* kCheckpointSuffix = ".safetensors";
+// The MetaGraphDef written beside a checkpoint (`<prefix>.meta`, train/meta_graph.h).
+inline constexpr const char* kMetaGraphSuffix = ".meta";
 inline constexpr const char* kCheckpointIndexName = "checkpoint";
 inline constexpr const char* kCheckpointFormat = "stepscope.checkpoint";
 inline constexpr int kCheckpointFormatVersion = 1;
@@ -63,7 +65,8 @@ class Saver {
 
   // Writes the variables' current values to `<save_path_prefix>-<global_step>.safetensors`
   // (without "-<step>" when global_step is negative), records it in the directory's index and
-  // deletes the checkpoints beyond max_to_keep, oldest first. Returns the checkpoint's prefix
+  // deletes the checkpoints beyond max_to_keep, oldest first (with the `<prefix>.meta` beside
+  // each, as TensorFlow deletes the MetaGraphDef of a checkpoint it drops). Returns the checkpoint's prefix
   // ("runs/x/model.ckpt-100"), which restore() takes. FailedPreconditionError names a variable
   // that is not initialized; file-system errors name the path. Thread-safe.
   std::string save(Session& session, const std::string& save_path_prefix, int64_t global_step = -1);
@@ -131,6 +134,8 @@ std::optional<std::string> latest_checkpoint(const std::string& dir);
 
 // `<prefix>.safetensors` (or `prefix` itself when it already names the file).
 std::string checkpoint_file(const std::string& prefix);
+// `<prefix>.meta`, the MetaGraphDef file of a checkpoint (a trailing ".safetensors" dropped).
+std::string meta_graph_file(const std::string& prefix);
 bool checkpoint_exists(const std::string& prefix);
 // Every tensor of a checkpoint (tf.train.load_checkpoint), its checksums verified (see above);
 // errors as load_safetensors, naming the checkpoint.

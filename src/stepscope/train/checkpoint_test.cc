@@ -184,6 +184,21 @@ TEST_F(CheckpointTest, MaxToKeepDeletesTheOldest) {
             (std::vector<std::string>{"checkpoint", "model.ckpt-3.safetensors", "model.ckpt-5.safetensors"}));
 }
 
+// A checkpoint's MetaGraphDef (`<prefix>.meta`, written beside it by CheckpointSaverHook) goes
+// with it, as TensorFlow's Saver deletes the meta graph of a checkpoint it drops.
+TEST_F(CheckpointTest, MaxToKeepDeletesTheMetaGraphsToo) {
+  auto sess = initialized_session();
+  Saver saver(graph, {.max_to_keep = 2});
+  for (int64_t s = 1; s <= 3; ++s) {
+    const std::string prefix = saver.save(*sess, dir.file("model.ckpt"), s);
+    EXPECT_EQ(meta_graph_file(prefix), prefix + ".meta");
+    EXPECT_EQ(meta_graph_file(checkpoint_file(prefix)), prefix + ".meta");
+    std::ofstream(meta_graph_file(prefix)) << "meta";
+  }
+  EXPECT_EQ(dir.entries(), (std::vector<std::string>{"checkpoint", "model.ckpt-2.meta", "model.ckpt-2.safetensors",
+                                                     "model.ckpt-3.meta", "model.ckpt-3.safetensors"}));
+}
+
 TEST_F(CheckpointTest, MaxToKeepZeroKeepsEveryFile) {
   auto sess = initialized_session();
   Saver saver(graph, {.max_to_keep = 0});

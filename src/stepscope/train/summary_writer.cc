@@ -4,15 +4,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <type_traits>
-#include <variant>
 
-#include "stepscope/base/proto_wire.h"
-#include "stepscope/graph/node.h"
+#include "stepscope/train/graph_def.h"
 
 namespace stepscope {
-
-namespace wire = proto_wire;
 
 namespace {
 
@@ -22,101 +17,6 @@ double wall_time_now() {
 
 double steady_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// ----- GraphDef (tensorflow/core/framework/graph.proto and friends) ------------------------
-
-std::string shape_proto(const Shape& s) {
-  std::string out;
-  if (!s.known_rank()) {
-    wire::put_int_field(out, 3, 1);  // unknown_rank
-    return out;
-  }
-  for (int64_t d : s.dims()) {
-    std::string dim;
-    if (d != 0) wire::put_int_field(dim, 1, d);  // -1 stands for an unknown size, as in TensorFlow
-    wire::put_bytes_field(out, 2, dim);
-  }
-  return out;
-}
-
-std::string tensor_proto(const Tensor& t) {
-  std::string out;
-  if (!t.initialized()) return out;
-  wire::put_int_field(out, 1, tf_datatype(t.dtype()));
-  wire::put_bytes_field(out, 2, shape_proto(t.shape()));
-  if (t.dtype() == DType::kString) {
-    for (const std::string& s : t.flat<std::string>()) wire::put_bytes_field(out, 8, s);
-  } else if (t.bytes() > 0) {
-    wire::put_bytes_field(out, 4, std::string_view(static_cast<const char*>(t.raw_data()), t.bytes()));
-  }
-  return out;
-}
-
-std::string attr_value_proto(const AttrValue& value) {
-  std::string out;
-  std::visit(
-      [&out](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, bool>) {
-          wire::put_int_field(out, 5, v ? 1 : 0);
-        } else if constexpr (std::is_same_v<T, int64_t>) {
-          wire::put_int_field(out, 3, v);
-        } else if constexpr (std::is_same_v<T, double>) {
-          wire::put_float_field(out, 4, static_cast<float>(v));
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          wire::put_bytes_field(out, 2, v);
-        } else if constexpr (std::is_same_v<T, DType>) {
-          wire::put_int_field(out, 6, tf_datatype(v));
-        } else if constexpr (std::is_same_v<T, Shape>) {
-          wire::put_bytes_field(out, 7, shape_proto(v));
-        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          std::string packed, list;
-          for (int64_t i : v) wire::put_varint(packed, static_cast<uint64_t>(i));
-          if (!packed.empty()) wire::put_bytes_field(list, 3, packed);
-          wire::put_bytes_field(out, 1, list);
-        } else if constexpr (std::is_same_v<T, Tensor>) {
-          wire::put_bytes_field(out, 8, tensor_proto(v));
-        } else {
-          wire::put_bytes_field(out, 2, v ? v->describe() : std::string());
-        }
-      },
-      value);
-  return out;
-}
-
-void put_attr(std::string& node_def, std::string_view key, const std::string& value_proto) {
-  std::string entry;
-  wire::put_bytes_field(entry, 1, key);
-  wire::put_bytes_field(entry, 2, value_proto);
-  wire::put_bytes_field(node_def, 5, entry);
-}
-
-std::string input_name(const Output& in) {
-  return in.index == 0 ? in.node->name() : in.node->name() + ":" + std::to_string(in.index);
-}
-
-std::string graph_def_proto(const Graph& graph) {
-  std::string out;
-  for (const auto& node : graph.nodes()) {
-    std::string def;
-    wire::put_bytes_field(def, 1, node->name());
-    wire::put_bytes_field(def, 2, node->op_type());
-    for (const Output& in : node->inputs()) wire::put_bytes_field(def, 3, input_name(in));
-    for (const Node* c : node->control_inputs()) wire::put_bytes_field(def, 3, "^" + c->name());
-    if (!node->device().empty()) wire::put_bytes_field(def, 4, node->device());
-    for (const auto& [key, value] : node->attrs().items()) put_attr(def, key, attr_value_proto(value));
-    if (node->num_outputs() > 0) {
-      std::string shapes;
-      for (int i = 0; i < node->num_outputs(); ++i)
-        wire::put_bytes_field(shapes, 7, shape_proto(node->output_shape(i)));
-      std::string value;
-      wire::put_bytes_field(value, 1, shapes);
-      put_attr(def, "_output_shapes", value);
-    }
-    wire::put_bytes_field(out, 1, def);
-  }
-  return out;
 }
 
 }  // namespace
@@ -176,7 +76,13 @@ void SummaryWriter::add_session_log(const SessionLog& session_log, std::optional
 
 void SummaryWriter::add_graph(const Graph& graph, std::optional<int64_t> step) {
   Event event;
-  event.graph_def = graph_def_proto(graph);
+  event.graph_def = graph_def_binary(graph);
+  write(std::move(event), step);
+}
+
+void SummaryWriter::add_meta_graph(std::string meta_graph_def, std::optional<int64_t> step) {
+  Event event;
+  event.meta_graph_def = std::move(meta_graph_def);
   write(std::move(event), step);
 }
 

@@ -57,8 +57,12 @@ class SummaryWriter {
   // SessionLog START / STOP / CHECKPOINT (with checkpoint_path) events.
   void add_session_log(const SessionLog& session_log, std::optional<int64_t> step = std::nullopt);
   // The graph as a serialized GraphDef (TensorBoard's Graphs tab): per node its name, op type,
-  // inputs ("node", "node:1", "^control"), device, attributes and "_output_shapes".
+  // inputs ("node", "node:1", "^control"), device, attributes and "_output_shapes"
+  // (train/graph_def.h).
   void add_graph(const Graph& graph, std::optional<int64_t> step = std::nullopt);
+  // A MetaGraphDef event holding `meta_graph_def` (the bytes of a serialized MetaGraphDef, e.g.
+  // meta_graph_def_binary() of train/meta_graph.h, as given): TensorFlow's add_meta_graph.
+  void add_meta_graph(std::string meta_graph_def, std::optional<int64_t> step = std::nullopt);
   // A TaggedRunMetadata event holding `run_metadata` (the bytes of a serialized RunMetadata, as
   // given) under `tag`; a tag used before by this writer is InvalidArgumentError ("The provided
   // tag was already used for this event type").
