@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Loads Chrome traces into catapult's trace importer (the code behind chrome://tracing, the viewer
-# of the seeds) in headless Chromium and fails when any is mis-drawn: import warnings, flows not
-# bound at both ends, slices nested outside their parents, counters or tensor objects missing
-# (tests/browser/catapult_import.mjs). With no argument, the demo's timelines (runs/demo).
+# Browser tests in headless Chromium (tests/browser; playwright-core from its package-lock.json):
 #
 #   scripts/browser_test.sh [FILE|DIR...]
+#     loads Chrome traces into catapult's trace importer (the code behind chrome://tracing, the
+#     viewer of the seeds) and fails when any is mis-drawn: import warnings, flows not bound at
+#     both ends, slices nested outside their parents, counters or tensor objects missing
+#     (catapult_import.mjs). With no argument, the demo's timelines (runs/demo).
+#   scripts/browser_test.sh --serve RUN_DIR [BUILD_DIR]
+#     runs `stepscope serve RUN_DIR`, opens its index and a traced step in the viewer it serves,
+#     checks what is shown and saves screenshots under BUILD_DIR/browser-artifacts
+#     (serve_viewer.mjs; BUILD_DIR defaults to build).
 #
-# scripts/test.sh runs it on every trace the test suite found clean (STEPSCOPE_TRACE_CORPUS).
-# Needs chromium, golang-1.19-src (catapult's viewer) and npm (scripts/install-deps.sh); the npm
-# packages are installed from tests/browser/package-lock.json.
+# scripts/test.sh runs both: the first on every trace the test suite found clean
+# (STEPSCOPE_TRACE_CORPUS), the second on the demo run the tests trained.
+# Needs chromium, golang-1.19-src (catapult's viewer) and npm: scripts/install-deps.sh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if [ ! -d "$root/tests/browser/node_modules/playwright-core" ]; then
   npm ci --prefix "$root/tests/browser" --no-audit --no-fund --loglevel=error
+fi
+if [ "${1:-}" = "--serve" ]; then
+  run_dir="${2:?--serve needs the run directory}"
+  build="${3:-$root/build}"
+  exec node "$root/tests/browser/serve_viewer.mjs" "$build/stepscope" "$run_dir" "$build/browser-artifacts"
 fi
 [ $# -gt 0 ] || set -- "$root/runs/demo"
 exec node "$root/tests/browser/catapult_import.mjs" "$@"

@@ -18,7 +18,12 @@ rm -rf "$corpus"
 (cd build && STEPSCOPE_TRACE_CORPUS="$corpus" ctest --output-on-failure -j"$jobs")
 # ... and must import cleanly into catapult's importer (chrome://tracing) in headless Chromium;
 # a trace that chrome://tracing mis-draws must fail there (or the check proves nothing).
-scripts/browser_test.sh "$corpus"
+mapfile -t example_timelines < <(find build -path build/trace-corpus -prune -o \
+                                  \( -name 'timeline-*.json' -o -name 'timeline-*.json.gz' \) -type f -print)
+scripts/browser_test.sh "$corpus" "${example_timelines[@]}"
+# `stepscope serve` on a run the tests trained (the tutorial's timeline_track): its index, then a step in the viewer it
+# serves, offline (screenshots in build/browser-artifacts).
+scripts/browser_test.sh --serve build/timeline_track build
 if scripts/browser_test.sh tests/browser/must_fail >/dev/null; then
   echo "tests/browser: catapult_import.mjs passed traces that chrome://tracing mis-draws" >&2
   exit 1

@@ -1,7 +1,7 @@
 // Loads Chrome traces into catapult's trace importer (the code behind chrome://tracing, as Debian's
 // golang-1.19-src ships it for `go tool trace`) in headless Chromium, and checks what a user would
 // see: no import warnings, every flow bound at both ends, no slice nested under a slice that does
-// not contain it, every X event a slice, the memory counters and the tensor objects present.
+// not contain it, every X (and B/E pair) a slice, the memory counters and the tensor objects present.
 //
 //   node catapult_import.mjs [--verbose] [--viewer trace_viewer_full.html] [--chromium /usr/bin/chromium] FILE|DIR...
 //
@@ -54,8 +54,9 @@ function expected(trace) {
   const flows = new Set(), counters = new Set(), objects = new Set();
   let slices = 0;
   for (const e of events) {
-    if (e.ph === 'X') ++slices;
-    else if (e.ph === 's') flows.add(`${e.cat}/${e.name}/${e.id}`);
+    if (e.ph === 'X' || e.ph === 'B') ++slices;  // a B opens one slice (its E closes it)
+    if (e.ph === 'X' && e.flow_out) flows.add(`v2/${e.bind_id}`);  // flow events v2
+    if (e.ph === 's') flows.add(`${e.cat}/${e.name}/${e.id}`);
     else if (e.ph === 'C') counters.add(`${e.pid}/${e.name}`);
     else if (e.ph === 'N') objects.add(`${e.pid}/${e.id}`);
   }
@@ -117,7 +118,7 @@ try {
       };
     }, text);
     const problems = [...got.warnings.map((w) => `import warning ${w}`)];
-    if (got.slices !== want.slices) problems.push(`${got.slices} slices drawn of ${want.slices} X events`);
+    if (got.slices !== want.slices) problems.push(`${got.slices} slices drawn of ${want.slices} X and B events`);
     if (got.flows !== want.flows) problems.push(`${got.flows} flows of ${want.flows} in the file`);
     if (got.unbound) problems.push(`${got.unbound} flows not bound at both ends`);
     for (const m of got.misnested.slice(0, 5)) problems.push(`slice nested outside its parent: ${m}`);

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdio>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -130,6 +132,18 @@ void add_prof_flags(CLI::App& app, ProfFlags& f) {
   app.add_flag("--json", f.json, "Print the view's JSON form instead of the text");
 }
 
+// 128 random bits, hex: the serve token when listening beyond loopback.
+std::string random_token() {
+  std::random_device device;
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    char chunk[9];
+    std::snprintf(chunk, sizeof chunk, "%08x", static_cast<unsigned>(device()));
+    token += chunk;
+  }
+  return token;
+}
+
 ProfileOptions finish(ProfFlags& f) {
   ProfileOptions o = f.options;
   o.account_type_regexes = split_list(f.account_type_regexes);
@@ -226,6 +240,10 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   serve_command->add_option("--host", host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
   serve_command->add_option("--port", port, "Port (Perfetto's URL links need 9001; 0: any free port)")
       ->capture_default_str();
+  std::string token;
+  serve_command->add_option("--token", token,
+                            "Required on every request (default: none on loopback; made up and printed for any "
+                            "other --host)");
 
   std::vector<std::string> args = normalize(raw_args);
   std::reverse(args.begin(), args.end());  // CLI11 takes them last-first
@@ -302,12 +320,18 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       return 0;
     }
     if (serve_command->parsed()) {
-      TraceServer server({.root = serve_dir, .host = host, .port = port});
+      if (token.empty() && !is_loopback_host(host)) token = random_token();
+      TraceServer server({.root = serve_dir, .host = host, .port = port, .token = token});
       const int bound = server.bind();
-      out << "serving the traces under " << serve_dir << " at " << server.url() << " (Ctrl-C stops)\n"
-          << "  from another machine: ssh -L " << bound << ":localhost:" << bound
-          << " <this host>, then open http://localhost:" << bound << "/\n";
-      if (bound == 9001) out << "  or directly: https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>\n";
+      const std::string query = token.empty() ? "" : "?token=" + token;
+      out << "serving the traces under " << serve_dir << " at " << server.url() << " (Ctrl-C stops)\n";
+      if (is_loopback_host(host))
+        out << "  from another machine: ssh -L " << bound << ":localhost:" << bound
+            << " <this host>, then open http://localhost:" << bound << "/\n";
+      else
+        out << "  every request needs the token: open the URL above (it sets a cookie)\n";
+      if (bound == 9001)
+        out << "  or directly: https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/<file>" << query << "\n";
       out.flush();
       g_server = &server;
       std::signal(SIGINT, stop_serving);

@@ -5,8 +5,15 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "stepscope/base/error.h"
@@ -161,12 +168,13 @@ std::string render_trace_index(const std::vector<TraceFile>& files, const std::s
     html << "<p>No trace files yet (timeline-&lt;step&gt;.json appear as the ProfilerHook writes them; reload "
             "this page).</p>\n";
   } else {
-    html << "<table><tr><th>file</th><th>step</th><th>size</th><th></th><th></th></tr>\n";
+    html << "<table><tr><th>file</th><th>step</th><th>size</th><th></th><th></th><th></th></tr>\n";
     for (const TraceFile& f : files) {
       const std::string href = url_path(f.path);
       html << "<tr><td>" << html_escape(f.path) << "</td><td class=n>" << (f.step >= 0 ? std::to_string(f.step) : "")
-           << "</td><td class=n>" << human_bytes(f.bytes) << "</td><td><button onclick=\"openInPerfetto('"
-           << html_escape(href) << "')\">open in Perfetto</button></td><td><a href=\"" << html_escape(href)
+           << "</td><td class=n>" << human_bytes(f.bytes) << "</td><td><a class=view href=\"/viewer/"
+           << html_escape(href) << "\">view</a></td><td><button onclick=\"openInPerfetto('" << html_escape(href)
+           << "')\">open in Perfetto</button></td><td><a href=\"" << html_escape(href)
            << "\" download>download</a> (for chrome://tracing's Load)</td></tr>\n";
     }
     html << "</table>\n";
@@ -176,7 +184,17 @@ std::string render_trace_index(const std::vector<TraceFile>& files, const std::s
   return html.str();
 }
 
-ServedDirectory::ServedDirectory(const fs::path& directory) : title(directory.string()) {
+fs::path default_trace_viewer_dir() {
+  if (const char* dir = std::getenv("STEPSCOPE_TRACE_VIEWER_DIR"); dir && *dir) return dir;
+  return "/usr/share/go-1.19/src/cmd/trace/static";
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+ServedDirectory::ServedDirectory(const fs::path& directory, std::string token, fs::path viewer_dir)
+    : title(directory.string()), token(std::move(token)), viewer_dir(std::move(viewer_dir)) {
   require_directory(directory);
   root = fs::canonical(directory);
 }
@@ -222,36 +240,222 @@ std::string traces_json(const fs::path& root) {
 
 }  // namespace
 
-HttpReply handle_request(const ServedDirectory& served, std::string_view method, std::string_view target) {
-  if (method != "GET" && method != "HEAD") return text_reply(405, "method not allowed: only GET and HEAD\n");
-  if (target.empty() || target.front() != '/') return text_reply(400, "bad request target\n");
-  std::string path;
-  if (!percent_decode(target.substr(0, target.find_first_of("?#")), path))
-    return text_reply(400, "bad percent escape in the request path\n");
-  if (path == "/") return {200, "text/html", render_trace_index(list_trace_files(served.root), served.title)};
-  if (path == "/api/traces") return {200, "application/json", traces_json(served.root)};
+namespace {
 
-  // Only files inside the served directory: no "..", no absolute paths, no links out of it.
-  const std::string_view relative = std::string_view(path).substr(1);
-  if (relative.empty() || relative.front() == '/') return text_reply(403, "forbidden\n");
+constexpr size_t kMaxTargetBytes = 4096;
+constexpr std::string_view kTokenCookie = "stepscope_token";
+constexpr const char* kPerfettoOrigin = "https://ui.perfetto.dev";
+constexpr const char* kViewerFiles[] = {"trace_viewer_full.html", "webcomponents.min.js"};
+
+// Compares in time independent of where the strings differ.
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// The value of `key` in "k1=v1; k2=v2" (cookies) or "k1=v1&k2=v2" (a query), raw.
+std::string_view find_pair(std::string_view list, std::string_view key, char separator) {
+  while (!list.empty()) {
+    const size_t end = std::min(list.find(separator), list.size());
+    std::string_view item = list.substr(0, end);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=')
+      return item.substr(key.size() + 1);
+    list.remove_prefix(std::min(end + 1, list.size()));
+  }
+  return {};
+}
+
+// The file `relative` names under the root, or the status that refuses it: no "..", no
+// absolute paths, no symbolic links out of the root, regular files only.
+int resolve(const ServedDirectory& served, std::string_view relative, fs::path& file) {
+  if (relative.empty() || relative.front() == '/') return 403;
   for (size_t begin = 0; begin <= relative.size();) {
     const size_t end = std::min(relative.find('/', begin), relative.size());
-    if (relative.substr(begin, end - begin) == "..") return text_reply(403, "forbidden\n");
+    if (relative.substr(begin, end - begin) == "..") return 403;
     begin = end + 1;
   }
   std::error_code error;
-  const fs::path file = fs::weakly_canonical(served.root / fs::path(relative), error);
-  if (error) return text_reply(404, "not found\n");
+  file = fs::weakly_canonical(served.root / fs::path(relative), error);
+  if (error) return 404;
   const auto [root_end, file_it] = std::mismatch(served.root.begin(), served.root.end(), file.begin(), file.end());
-  if (root_end != served.root.end()) return text_reply(403, "forbidden\n");
-  if (!fs::is_regular_file(file, error)) return text_reply(404, "not found\n");
+  if (root_end != served.root.end()) return 403;
+  if (!fs::is_regular_file(file, error)) return 404;
+  return 200;
+}
+
+std::optional<std::string> read_whole(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) return text_reply(404, "not found\n");
-  std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in) return std::nullopt;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The trace in catapult's viewer, embedded as catapult documents it (the HTML import of
+// trace_viewer_full.html, a tr-ui-timeline-view, tr.importer.Import); the page fetches the trace
+// from this server. window.stepscopeModel is the imported model (for tests).
+std::string render_viewer(std::string_view path) {
+  std::ostringstream html;
+  html << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepscope: " << html_escape(path)
+       << "</title>\n<script src=\"/static/webcomponents.min.js\"></script>\n"
+       << "<link rel=\"import\" href=\"/static/trace_viewer_full.html\" onerror=\"viewerMissing()\">\n"
+       << "<style>html,body{margin:0;padding:0;width:100%;height:100%;overflow:hidden;box-sizing:border-box}"
+       << "#trace-viewer{height:100%}#status{font-family:sans-serif;margin:1em}</style>\n</head><body>\n"
+       << "<div id=\"status\">loading " << html_escape(path) << " ...</div>\n<script>\n"
+       << "const TRACE = " << json_literal(path) << ", URL_PATH = " << json_literal("/" + url_path(path)) << ";\n"
+       << R"js(function say(text) { document.getElementById('status').textContent = text; }
+function viewerMissing() {
+  say("catapult's trace viewer is not installed on the server: apt-get install golang-1.19-src " +
+      "(or set STEPSCOPE_TRACE_VIEWER_DIR)");
+}
+document.addEventListener('WebComponentsReady', async () => {
+  if (typeof tr === 'undefined') return viewerMissing();
+  const response = await fetch(URL_PATH);
+  if (!response.ok) return say(TRACE + ': HTTP ' + response.status);
+  const data = TRACE.endsWith('.gz') ? await response.arrayBuffer() : await response.text();
+  const model = new tr.Model();
+  try {
+    await new tr.importer.Import(model).importTracesWithProgressDialog([data]);
+  } catch (e) {
+    return say(TRACE + ': ' + e);
+  }
+  document.getElementById('status').remove();
+  const container = document.createElement('track-view-container');
+  container.id = 'track_view_container';
+  const viewer = document.createElement('tr-ui-timeline-view');
+  viewer.track_view_container = container;
+  Polymer.dom(viewer).appendChild(container);
+  viewer.id = 'trace-viewer';
+  viewer.globalMode = true;
+  Polymer.dom(document.body).appendChild(viewer);
+  viewer.model = model;
+  viewer.viewTitle = TRACE;
+  window.stepscopeModel = model;
+});
+</script></body></html>
+)js";
+  return html.str();
+}
+
+}  // namespace
+
+HttpReply handle_request(const ServedDirectory& served, const HttpRequest& request) {
+  const std::string_view method = request.method, target = request.target;
+  if (method != "GET" && method != "HEAD") return text_reply(405, "method not allowed: only GET and HEAD\n");
+  if (target.size() > kMaxTargetBytes) return text_reply(414, "request target too long\n");
+  if (target.empty() || target.front() != '/') return text_reply(400, "bad request target\n");
+  const size_t query_begin = target.find('?');
+  const std::string_view query =
+      query_begin == std::string_view::npos ? std::string_view() : target.substr(query_begin + 1);
+  std::string path;
+  if (!percent_decode(target.substr(0, target.find_first_of("?#")), path))
+    return text_reply(400, "bad percent escape in the request path\n");
+
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!served.token.empty()) {
+    std::string_view authorization = request.authorization;
+    const bool by_header = authorization.rfind("token ", 0) == 0 && same_secret(authorization.substr(6), served.token);
+    const bool by_cookie = same_secret(find_pair(request.cookie, kTokenCookie, ';'), served.token);
+    const std::string_view given = find_pair(query.substr(0, query.find('#')), "token", '&');
+    const bool by_query = same_secret(given, served.token);
+    if (!by_header && !by_cookie && !by_query)
+      return text_reply(
+          403, "a token is required: open the URL `stepscope serve` printed (http://<host>:<port>/?token=...)\n");
+    if (by_query && !by_cookie)
+      headers.push_back(
+          {"Set-Cookie", std::string(kTokenCookie) + "=" + served.token + "; Path=/; HttpOnly; SameSite=Strict"});
+  }
+  auto with_headers = [&](HttpReply reply) {
+    reply.headers.insert(reply.headers.end(), headers.begin(), headers.end());
+    return reply;
+  };
+
+  if (path == "/")
+    return with_headers({200, "text/html", render_trace_index(list_trace_files(served.root), served.title)});
+  if (path == "/api/traces") return with_headers({200, "application/json", traces_json(served.root)});
+  if (path.rfind("/static/", 0) == 0) {
+    const std::string_view name = std::string_view(path).substr(8);
+    for (const char* allowed : kViewerFiles) {
+      if (name != allowed) continue;
+      std::optional<std::string> contents = read_whole(served.viewer_dir / allowed);
+      if (!contents)
+        return text_reply(404, "catapult's trace viewer is not installed: apt-get install golang-1.19-src\n");
+      return with_headers({200, name.ends_with(".js") ? "text/javascript" : "text/html", std::move(*contents)});
+    }
+    return text_reply(404, "not found\n");
+  }
+  fs::path file;
+  if (path.rfind("/viewer/", 0) == 0) {
+    const std::string relative = path.substr(8);
+    const int status = resolve(served, relative, file);
+    if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
+    return with_headers({200, "text/html", render_viewer(relative)});
+  }
+  const int status = resolve(served, std::string_view(path).substr(1), file);
+  if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
+  std::optional<std::string> contents = read_whole(file);
+  if (!contents) return text_reply(404, "not found\n");
   const std::string name = file.filename().string();
   const bool gzipped = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
-  return {200, gzipped ? "application/gzip" : "application/json", std::move(contents)};
+  HttpReply reply{200, gzipped ? "application/gzip" : "application/json", std::move(*contents)};
+  // Perfetto's "?url=" links fetch from ui.perfetto.dev: that origin, and no other, may read.
+  reply.headers = {{"Access-Control-Allow-Origin", kPerfettoOrigin}, {"Vary", "Origin"}};
+  return with_headers(std::move(reply));
 }
+
+namespace {
+
+// httplib's pool queues every accepted connection in memory, however many: this one holds at
+// most `capacity` waiting and makes the accept loop wait beyond that (the kernel's backlog then
+// bounds the rest), so a flood of connections costs a bounded amount of memory.
+class BoundedThreadPool : public httplib::TaskQueue {
+ public:
+  BoundedThreadPool(size_t workers, size_t capacity) : capacity_(capacity) {
+    for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~BoundedThreadPool() override { shutdown(); }
+  void enqueue(std::function<void()> fn) override {
+    std::unique_lock lock(mu_);
+    has_room_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
+    queue_.push_back(std::move(fn));
+    has_work_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    has_work_.notify_all();
+    has_room_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mu_);
+        has_work_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+        if (queue_.empty()) return;  // stopping, and everything queued was served
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      has_room_.notify_one();
+      fn();
+    }
+  }
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable has_work_, has_room_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
 
 struct TraceServer::Impl {
   TraceServerOptions options;
@@ -261,7 +465,11 @@ struct TraceServer::Impl {
 };
 
 TraceServer::TraceServer(TraceServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->served = std::make_unique<ServedDirectory>(options.root);
+  if (!is_loopback_host(options.host) && options.token.empty())
+    throw InvalidArgumentError("serving on " + options.host +
+                               " (not a loopback address) needs a token: any machine that can reach it could read "
+                               "the traces otherwise");
+  impl_->served = std::make_unique<ServedDirectory>(options.root, options.token, options.viewer_dir);
   impl_->options = std::move(options);
   Impl& m = *impl_;
 
@@ -274,18 +482,26 @@ TraceServer::TraceServer(TraceServerOptions options) : impl_(std::make_unique<Im
   // httplib gives a connection one worker for its whole life; with its default 8 workers eight
   // clients that send half a request blocked everyone else. More workers, and deadlines on
   // every read and write, so a slow or idle client only holds its own.
-  const int workers = std::max(1, m.options.worker_threads);
-  m.server.new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+  const auto workers = static_cast<size_t>(std::max(1, m.options.worker_threads));
+  const auto queued = static_cast<size_t>(std::max(1, m.options.max_queued_connections));
+  m.server.new_task_queue = [workers, queued] { return new BoundedThreadPool(workers, queued); };
+  m.server.set_payload_max_length(64 * 1024);  // GET and HEAD only: no request needs a body
   const time_t io_secs = std::max(1, m.options.io_timeout_secs);
   m.server.set_read_timeout(io_secs);
   m.server.set_write_timeout(io_secs);
   m.server.set_keep_alive_timeout(io_secs);
   m.server.set_keep_alive_max_count(static_cast<size_t>(std::max(1, m.options.keep_alive_max_requests)));
-  m.server.set_default_headers({{"Access-Control-Allow-Origin", "*"}, {"Cache-Control", "no-cache"}});
+  // No Access-Control-Allow-Origin by default (files add Perfetto's origin); no Referer to other
+  // sites (a URL may hold the token); no content sniffing.
+  m.server.set_default_headers(
+      {{"Cache-Control", "no-cache"}, {"Referrer-Policy", "no-referrer"}, {"X-Content-Type-Options", "nosniff"}});
   // Every request goes to handle_request, with the raw target (httplib's decoded path would be
   // decoded twice).
   m.server.set_pre_routing_handler([&m](const httplib::Request& request, httplib::Response& response) {
-    HttpReply reply = handle_request(*m.served, request.method, request.target);
+    const std::string cookie = request.get_header_value("Cookie");
+    const std::string authorization = request.get_header_value("Authorization");
+    HttpReply reply = handle_request(*m.served, {request.method, request.target, cookie, authorization});
+    for (auto& [key, value] : reply.headers) response.set_header(key, value);
     response.status = reply.status;
     response.set_content(std::move(reply.body), reply.content_type.c_str());
     return httplib::Server::HandlerResponse::Handled;
@@ -323,7 +539,8 @@ void TraceServer::serve() {
 void TraceServer::stop() { impl_->server.stop(); }
 
 std::string TraceServer::url() const {
-  return "http://" + impl_->options.host + ":" + std::to_string(impl_->port) + "/";
+  return "http://" + impl_->options.host + ":" + std::to_string(impl_->port) + "/" +
+         (impl_->options.token.empty() ? "" : "?token=" + impl_->options.token);
 }
 
 }  // namespace stepscope

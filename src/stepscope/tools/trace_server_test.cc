@@ -60,7 +60,7 @@ TEST_F(TraceServerTest, MissingDirectoryIsNamed) {
   EXPECT_THROW(TraceServer({.root = root_ / "nope"}), NotFoundError);
 }
 
-TEST_F(TraceServerTest, ServesIndexFilesAndListWithCors) {
+TEST_F(TraceServerTest, ServesIndexFilesAndListToPerfettoOnly) {
   TraceServer server({.root = root_, .port = 0});
   const int port = server.bind();
   std::thread thread([&] { server.serve(); });
@@ -78,7 +78,11 @@ TEST_F(TraceServerTest, ServesIndexFilesAndListWithCors) {
   ASSERT_TRUE(file);
   EXPECT_EQ(file->status, 200);
   EXPECT_EQ(file->body, R"({"traceEvents":[{"ph":"M"}]})");
-  EXPECT_EQ(file->get_header_value("Access-Control-Allow-Origin"), "*");
+  // Perfetto's origin may read the traces; no other web page may (no "*").
+  EXPECT_EQ(file->get_header_value("Access-Control-Allow-Origin"), "https://ui.perfetto.dev");
+  EXPECT_FALSE(index->has_header("Access-Control-Allow-Origin"));
+  EXPECT_EQ(index->get_header_value("Referrer-Policy"), "no-referrer");
+  EXPECT_NE(index->body.find("href=\"/viewer/run1/timeline-10.json\""), std::string::npos);
   EXPECT_EQ(file->get_header_value("Content-Type"), "application/json");
   EXPECT_EQ(client.Get("/run1/timeline-4.json.gz")->get_header_value("Content-Type"), "application/gzip");
   EXPECT_EQ(client.Get("/odd%20name.json")->status, 200);
@@ -121,6 +125,13 @@ TEST_F(TraceServerTest, HandleRequestRefusesEverythingOutsideTheRoot) {
         "/run1/%2e%2e/%2e%2e/etc/passwd", "//etc/passwd", "/%2Fetc%2Fpasswd", "/etc_link/passwd", "/..",
         "/run1/..", "/run1/../run1/timeline-2.json"})
     EXPECT_EQ(status(target), 403) << target;
+  // Doubly encoded: decoded once, "%2e%2e" is a plain (missing) name, never "..".
+  for (std::string_view target : {"/%252e%252e/%252e%252e/etc/passwd", "/%252E%252E%252Fetc%252Fpasswd"})
+    EXPECT_EQ(status(target), 404) << target;
+  EXPECT_EQ(status("/viewer/%2e%2e/%2e%2e/etc/passwd"), 403);
+  EXPECT_EQ(status("/viewer/etc_link/passwd"), 403);
+  EXPECT_EQ(status("/static/..%2F..%2Fetc%2Fpasswd"), 404);
+  EXPECT_EQ(status("/" + std::string(5000, 'a')), 414);
   for (std::string_view target : {"/%zz", "/a%2", "/a%00b", "*", "", "etc/passwd", "http://x/etc/passwd"})
     EXPECT_EQ(status(target), 400) << target;
   for (std::string_view target : {"/run1/missing.json", "/run1", "/nope/../x", "/etc_link"})
@@ -130,6 +141,70 @@ TEST_F(TraceServerTest, HandleRequestRefusesEverythingOutsideTheRoot) {
   EXPECT_EQ(status("/", "DELETE"), 405);
   for (const std::string_view target : {"/etc_link/passwd", "/%2e%2e/%2e%2e/etc/passwd"})
     EXPECT_EQ(handle_request(served, "GET", target).body.find("root:"), std::string::npos);
+}
+
+// Beyond loopback a token guards every request: the query (which sets a cookie), the cookie, or
+// an Authorization header; without it, nothing is served, not even the index.
+TEST_F(TraceServerTest, TokenGuardsEveryRequest) {
+  const ServedDirectory served(root_, "s3cret");
+  auto reply = [&](std::string_view target, std::string_view cookie = {}, std::string_view authorization = {}) {
+    return handle_request(served, {"GET", target, cookie, authorization});
+  };
+  for (std::string_view target : {"/", "/api/traces", "/run1/timeline-2.json", "/viewer/run1/timeline-2.json",
+                                  "/?token=wrong", "/?token=s3cre", "/?token=s3cret2", "/?xtoken=s3cret"})
+    EXPECT_EQ(reply(target).status, 403) << target;
+  EXPECT_NE(reply("/").body.find("token is required"), std::string::npos);
+  EXPECT_EQ(reply("/", "stepscope_token=nope").status, 403);
+  EXPECT_EQ(reply("/", {}, "token nope").status, 403);
+
+  const HttpReply first = reply("/?token=s3cret");
+  EXPECT_EQ(first.status, 200);
+  ASSERT_EQ(first.headers.size(), 1u);
+  EXPECT_EQ(first.headers[0].first, "Set-Cookie");
+  EXPECT_EQ(first.headers[0].second, "stepscope_token=s3cret; Path=/; HttpOnly; SameSite=Strict");
+  EXPECT_EQ(reply("/run1/timeline-2.json", "a=b; stepscope_token=s3cret").status, 200);
+  EXPECT_EQ(reply("/api/traces", {}, "token s3cret").status, 200);
+  EXPECT_EQ(reply("/run1/timeline-2.json?x=1&token=s3cret").status, 200);
+
+  // The server refuses to listen beyond loopback without one; with one, its URL carries it.
+  EXPECT_THROW(TraceServer({.root = root_, .host = "0.0.0.0", .port = 0}), InvalidArgumentError);
+  TraceServer server({.root = root_, .host = "0.0.0.0", .port = 0, .token = "s3cret"});
+  const int port = server.bind();
+  EXPECT_EQ(server.url(), "http://0.0.0.0:" + std::to_string(port) + "/?token=s3cret");
+  std::thread thread([&] { server.serve(); });
+  httplib::Client client("127.0.0.1", port);
+  EXPECT_EQ(client.Get("/")->status, 403);
+  EXPECT_EQ(client.Get("/run1/timeline-2.json")->status, 403);
+  EXPECT_EQ(client.Get("/?token=s3cret")->status, 200);
+  EXPECT_EQ(client.Get("/run1/timeline-2.json", {{"Cookie", "stepscope_token=s3cret"}})->status, 200);
+  server.stop();
+  thread.join();
+}
+
+// The viewer page embeds catapult's viewer from the server's own copy; only its two files are
+// served from there.
+TEST_F(TraceServerTest, ViewerPageAndItsStaticFiles) {
+  const fs::path viewer = root_ / "viewer_dir";
+  fs::create_directories(viewer);
+  std::ofstream(viewer / "trace_viewer_full.html") << "<catapult/>";
+  std::ofstream(viewer / "webcomponents.min.js") << "/*polyfill*/";
+  std::ofstream(viewer / "other.txt") << "no";
+  const ServedDirectory served(root_, "", viewer);
+  const HttpReply page = handle_request(served, "GET", "/viewer/odd%20name.json");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html");
+  EXPECT_NE(page.body.find(R"(href="/static/trace_viewer_full.html")"), std::string::npos);
+  EXPECT_NE(page.body.find(R"(URL_PATH = "/odd%20name.json")"), std::string::npos);
+  EXPECT_NE(page.body.find("tr-ui-timeline-view"), std::string::npos);
+  EXPECT_EQ(handle_request(served, "GET", "/viewer/run1/missing.json").status, 404);
+  EXPECT_EQ(handle_request(served, "GET", "/static/trace_viewer_full.html").body, "<catapult/>");
+  EXPECT_EQ(handle_request(served, "GET", "/static/webcomponents.min.js").content_type, "text/javascript");
+  EXPECT_EQ(handle_request(served, "GET", "/static/other.txt").status, 404);
+  // Without the package: a 404 that says what to install.
+  const ServedDirectory bare(root_, "", root_ / "no_viewer_here");
+  const HttpReply missing = handle_request(bare, "GET", "/static/trace_viewer_full.html");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_NE(missing.body.find("golang-1.19-src"), std::string::npos);
 }
 
 // Issue 12: with httplib's 8 workers, 8 clients that sent half a request blocked every other
