@@ -391,6 +391,29 @@ TEST(Timeline, RealTrainingStepValidatesWithEveryFlag) {
   validated(pretty);
 }
 
+// A real step of 4,000 tiny ops on two devices: sub-µs slices and thousands of arrows between
+// devices. Clean for the validator, and (through STEPSCOPE_TRACE_CORPUS) for chrome://tracing's
+// importer in the browser test, where without "displayTimeUnit":"ns" hundreds of arrows were lost.
+TEST(Timeline, FourThousandTinyOpsOnTwoDevices) {
+  Graph g;
+  Scope s(g);
+  Output x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{16});
+  Output chain[2] = {x, x};
+  for (int i = 0; i < 2000; ++i) {
+    const Output a = add(s.with_device("/cpu:0"), chain[0], chain[1]);
+    const Output b = add(s.with_device("/cpu:1"), chain[1], chain[0]);
+    chain[0] = a;
+    chain[1] = b;
+  }
+  Session sess(g, {.inter_op_threads = 2});
+  const RunMetadata md = traced_run(sess, {chain[0], chain[1]}, {{x, Tensor(DType::kFloat32, Shape{16})}});
+  ASSERT_EQ(md.step_stats.dev_stats.size(), 2u);
+  const json j = validated(Timeline(md.step_stats, &g).generate_chrome_trace_format(true, true));
+  EXPECT_EQ(events(j, "X").size(), 4001u);  // the fed x too
+  EXPECT_GT(events(j, "s").size(), 2000u);
+  EXPECT_EQ(events(j, "s").size(), events(j, "f").size());
+}
+
 // Thousands of nodes on 4 threads (as the benchmark's step): still clean.
 TEST(Timeline, ManyConcurrentNodesValidate) {
   StepStats st;
