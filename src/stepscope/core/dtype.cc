@@ -59,6 +59,24 @@ int tf_datatype(DType dtype) {
   return 0;
 }
 
+std::string_view tf_datatype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "DT_FLOAT";
+    case DType::kFloat64:
+      return "DT_DOUBLE";
+    case DType::kInt32:
+      return "DT_INT32";
+    case DType::kInt64:
+      return "DT_INT64";
+    case DType::kBool:
+      return "DT_BOOL";
+    case DType::kString:
+      return "DT_STRING";
+  }
+  return "DT_INVALID";
+}
+
 std::optional<DType> dtype_from_tf_datatype(int64_t value) {
   for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kString, DType::kInt64, DType::kBool}) {
     if (tf_datatype(d) == value) return d;

@@ -22,6 +22,9 @@ bool is_integer(DType dtype);
 // stepscope has no dtype for.
 int tf_datatype(DType dtype);
 std::optional<DType> dtype_from_tf_datatype(int64_t value);
+// The DataType's enum name ("DT_FLOAT", ...), as protobuf's text format and TensorFlow's
+// timeline print it.
+std::string_view tf_datatype_name(DType dtype);
 
 template <typename T>
 struct DTypeOf;

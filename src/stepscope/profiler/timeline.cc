@@ -81,24 +81,6 @@ void append_dims(json_out::Sink& s, const Shape& shape) {
   s.ch(']');
 }
 
-std::string_view tf_dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "DT_FLOAT";
-    case DType::kFloat64:
-      return "DT_DOUBLE";
-    case DType::kInt32:
-      return "DT_INT32";
-    case DType::kInt64:
-      return "DT_INT64";
-    case DType::kBool:
-      return "DT_BOOL";
-    case DType::kString:
-      return "DT_STRING";
-  }
-  return "DT_INVALID";
-}
-
 }  // namespace
 
 struct Timeline::Impl {
@@ -574,7 +556,7 @@ void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
   const TensorDescription& td = nodes[t.node].ns->output[t.index].tensor_description;
   const AllocationDescription& ad = td.allocation_description;
   s.lit("{\"tensor_description\":\"dtype: ");
-  s.str_body(tf_dtype_name(td.dtype));
+  s.str_body(tf_datatype_name(td.dtype));
   s.lit("\\nshape {\\n");
   if (!td.shape.known_rank()) s.lit("  unknown_rank: true\\n");
   for (int64_t d : td.shape.dims()) {

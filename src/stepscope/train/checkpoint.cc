@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "stepscope/base/file_io.h"
+#include "stepscope/base/proto_message.h"
 #include "stepscope/train/event_file.h"  // crc32c
 
 namespace stepscope {
@@ -102,43 +103,6 @@ std::string describe(DType dtype, const Shape& shape) { return std::string(dtype
 
 // ---------------------------------------------------------------------------------------------
 // The index: protobuf text format, as TensorFlow's text_format writes and reads it.
-
-// C-escaping as text_format does without as_utf8: bytes outside printable ASCII become octal.
-std::string text_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\'':
-        out += "\\'";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char buf[5];
-          std::snprintf(buf, sizeof buf, "\\%03o", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
 
 class IndexParser {
  public:
@@ -380,8 +344,9 @@ void update_checkpoint_state(const std::string& dir, const CheckpointState& stat
   std::vector<std::string> all = state.all_model_checkpoint_paths;
   // TensorFlow's generate_checkpoint_state_proto: the latest is always the last listed.
   if (all.empty() || all.back() != state.model_checkpoint_path) all.push_back(state.model_checkpoint_path);
-  std::string text = "model_checkpoint_path: \"" + text_escape(relative_to(state.model_checkpoint_path, dir)) + "\"\n";
-  for (const auto& p : all) text += "all_model_checkpoint_paths: \"" + text_escape(relative_to(p, dir)) + "\"\n";
+  std::string text =
+      "model_checkpoint_path: \"" + proto_text_escape(relative_to(state.model_checkpoint_path, dir)) + "\"\n";
+  for (const auto& p : all) text += "all_model_checkpoint_paths: \"" + proto_text_escape(relative_to(p, dir)) + "\"\n";
   write_file_atomically(index_path(dir), text, /*gzip=*/false, /*sync=*/true);
 }
 

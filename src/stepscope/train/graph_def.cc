@@ -16,24 +16,6 @@ namespace stepscope {
 
 namespace fs = std::filesystem;
 
-std::string_view tf_datatype_name(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return "DT_FLOAT";
-    case DType::kFloat64:
-      return "DT_DOUBLE";
-    case DType::kInt32:
-      return "DT_INT32";
-    case DType::kInt64:
-      return "DT_INT64";
-    case DType::kBool:
-      return "DT_BOOL";
-    case DType::kString:
-      return "DT_STRING";
-  }
-  return "";
-}
-
 namespace {
 
 ProtoMessage& add_dtype(ProtoMessage& m, uint32_t number, std::string_view name, DType dtype) {

@@ -65,7 +65,4 @@ std::string graph_def_text(const Graph& graph);
 // write_file_atomically's.
 std::string write_graph(const Graph& graph, const std::string& dir, const std::string& name, bool as_text = true);
 
-// The tensorflow.DataType enum name of a dtype ("DT_FLOAT", ...).
-std::string_view tf_datatype_name(DType dtype);
-
 }  // namespace stepscope
