@@ -1,0 +1,51 @@
+// How long a trace takes to show in `stepscope serve`'s viewer page (catapult's viewer), in
+// headless Chromium: from navigation to the first frame painted after the import.
+//
+//   node viewer_load_time.mjs STEPSCOPE_BINARY TRACE_FILE
+//
+// The file is served from its directory; prints the file's size, its event count and the
+// seconds to the imported model and to the first paint. (Issue 15's performance check: a
+// 100 MB, million-event timeline.)
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
+
+const [binary, trace] = process.argv.slice(2);
+if (!trace) {
+  console.error('usage: node viewer_load_time.mjs STEPSCOPE_BINARY TRACE_FILE');
+  process.exit(2);
+}
+const server = spawn(binary, ['serve', dirname(trace), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const url = await new Promise((resolve, reject) => {
+  let out = '';
+  server.stdout.on('data', (chunk) => {
+    out += chunk;
+    const m = out.match(/ at (http:\/\/\S+\/)/);
+    if (m) resolve(m[1]);
+  });
+  server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${out}`)));
+});
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const t0 = Date.now();
+  await page.goto(`${url}viewer/${encodeURIComponent(basename(trace))}`);
+  await page.waitForFunction(() => window.stepscopeModel !== undefined, null, { timeout: 600000, polling: 100 });
+  const imported = (Date.now() - t0) / 1000;
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const painted = (Date.now() - t0) / 1000;
+  const events = await page.evaluate(() => {
+    let n = 0;
+    for (const t of window.stepscopeModel.getAllThreads()) n += t.sliceGroup.slices.length;
+    return n;
+  });
+  console.log(`${trace}: ${(statSync(trace).size / 1e6).toFixed(1)} MB, ${events} slices: ` +
+              `imported in ${imported.toFixed(1)} s, first paint at ${painted.toFixed(1)} s`);
+} finally {
+  await browser.close();
+  server.kill('SIGTERM');
+}
