@@ -4,7 +4,7 @@ set -euo pipefail
 # clang-16 and its runtime: the sanitizer build, which is also the libFuzzer build (scripts/fuzz.sh).
 # python3: the layer check (scripts/check_layers.py, the test architecture.layer_includes).
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-          zlib1g-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev
+          zlib1g-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev libdw-dev
           dataset-fashion-mnist
           clang-16 libclang-rt-16-dev python3)
 missing=()

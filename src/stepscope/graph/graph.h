@@ -60,8 +60,8 @@ class Graph {
 
   uint64_t id() const { return id_; }
 
-  // Whether add_node records the caller's stack (Node::call_stack); the default is
-  // capture_call_stacks_by_default() (on unless STEPSCOPE_CAPTURE_STACKS=0). About 1 µs a node.
+  // Whether add_node records the caller's stack (Node::call_stack) of a node with a source location
+  // (built by a user's call); default capture_call_stacks_by_default(): on unless STEPSCOPE_CAPTURE_STACKS=0.
   void set_capture_call_stacks(bool capture) { capture_call_stacks_ = capture; }
   bool capture_call_stacks() const { return capture_call_stacks_; }
   const CallStackTable& call_stacks() const { return call_stacks_; }

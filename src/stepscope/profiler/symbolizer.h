@@ -1,0 +1,37 @@
+// Turns the return addresses of a node's creation stack (graph/call_stack.h) into source frames,
+// with elfutils' libdw (dwfl: the process's modules from /proc/self/maps, so PIE and shared
+// libraries are handled; function names from the symbol tables, file:line from the line tables
+// when the code was built with debug info, e.g. -g1). Results are cached per address for the
+// life of the process; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stepscope/graph/node.h"
+
+namespace stepscope {
+
+// One frame: file ("" without debug info) and line (0 then), and the demangled function ("" when
+// no symbol covers the address).
+SourceLocation symbolize_address(uintptr_t return_address);
+
+// The user's part of a creation stack, outermost first: the frames from main (or the outermost
+// frame captured) down to the innermost frame of user code, then the stepscope function that
+// frame called (the public API, as TensorFlow shows tf's own Python frame). Frames of
+// stepscope's library (sources under src/stepscope/ but tests, installed stepscope headers;
+// without debug info: functions in namespace stepscope) below the user's code are left out,
+// and so is what runs before main. `site` (the std::source_location the API recorded) gives
+// the innermost user frame its file and line (exact, and there even without debug info), or is
+// added as a frame of its own when its function was inlined into the frame found. Empty when
+// nothing could be symbolised.
+std::vector<SourceLocation> user_call_stack(std::span<const uintptr_t> return_addresses, const SourceLocation& site);
+
+// "function" from a compiler's signature or a demangled symbol: "int ns::f(const T&) const" ->
+// "f", lambdas -> "<lambda>".
+std::string bare_function_name(std::string_view signature);
+
+}  // namespace stepscope
