@@ -1,5 +1,6 @@
 #include "stepscope/graph/call_stack.h"
 
+#include <dlfcn.h>
 #include <unwind.h>
 
 #include <algorithm>
@@ -30,11 +31,37 @@ _Unwind_Reason_Code on_frame(_Unwind_Context* context, void* arg) {
   return _URC_NO_REASON;
 }
 
+// libunwind's unw_backtrace (the "fast trace": it caches how to step over each return address,
+// ~10 ns a frame where libgcc's unwinder re-reads the DWARF call frame information, ~100 ns), if
+// the library is there. Loaded RTLD_LOCAL so that its _Unwind_* functions do not replace
+// libgcc's for C++ exceptions, as linking it would.
+using UnwBacktrace = int (*)(void**, int);
+UnwBacktrace fast_backtrace() {
+  static const UnwBacktrace fn = []() -> UnwBacktrace {
+    const char* off = std::getenv("STEPSCOPE_CAPTURE_UNWINDER");
+    if (off && std::string_view(off) == "libgcc") return nullptr;
+    void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return nullptr;
+    return reinterpret_cast<UnwBacktrace>(dlsym(lib, "unw_backtrace"));
+  }();
+  return fn;
+}
+
 }  // namespace
 
 // Not inlined: its own frame is the first one the unwinder reports, and is skipped.
 __attribute__((noinline)) int capture_call_stack(uintptr_t* out, int max, int skip) {
-  Walk w{out, max, skip + 1, 0};
+  if (max <= 0) return 0;
+  ++skip;  // this function
+  if (UnwBacktrace unw = fast_backtrace()) {
+    constexpr int kBuffer = 128;
+    void* pcs[kBuffer];
+    const int got = unw(pcs, std::min(kBuffer, max + skip));
+    int n = 0;
+    for (int i = skip; i < got && n < max; ++i) out[n++] = reinterpret_cast<uintptr_t>(pcs[i]);
+    return n;
+  }
+  Walk w{out, max, skip, 0};
   _Unwind_Backtrace(on_frame, &w);
   return w.count;
 }
