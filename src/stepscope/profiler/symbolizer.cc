@@ -1,6 +1,8 @@
 #include "stepscope/profiler/symbolizer.h"
 
 #include <cxxabi.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <unistd.h>
 
@@ -19,13 +21,15 @@ class Symbolizer {
     if (dwfl_) dwfl_end(dwfl_);
   }
 
-  SourceLocation lookup(uintptr_t return_address) {
+  // The frames at a return address, innermost first: the functions inlined there, then the
+  // function the address is in.
+  std::vector<SourceLocation> lookup(uintptr_t return_address) {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(return_address);
     if (it != cache_.end()) return it->second;
-    SourceLocation frame = resolve(return_address);
-    cache_.emplace(return_address, frame);
-    return frame;
+    std::vector<SourceLocation> frames = resolve(return_address);
+    cache_.emplace(return_address, frames);
+    return frames;
   }
 
  private:
@@ -48,14 +52,14 @@ class Symbolizer {
     return true;
   }
 
-  SourceLocation resolve(uintptr_t return_address) {
+  std::vector<SourceLocation> resolve(uintptr_t return_address) {
     SourceLocation frame;
-    if (return_address == 0) return frame;
+    if (return_address == 0) return {frame};
     // The call instruction, not the one after it (which may belong to the next line).
     const Dwarf_Addr pc = return_address - 1;
     if (!dwfl_ && (tried_ || !report())) {
       tried_ = true;
-      return frame;
+      return {frame};
     }
     tried_ = true;
     Dwfl_Module* module = dwfl_addrmodule(dwfl_, pc);
@@ -63,13 +67,8 @@ class Symbolizer {
       rereported_ = true;
       if (report()) module = dwfl_addrmodule(dwfl_, pc);
     }
-    if (!module) return frame;
-    if (const char* symbol = dwfl_module_addrname(module, pc)) {
-      int status = 0;
-      char* demangled = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
-      frame.function = status == 0 && demangled ? demangled : symbol;
-      std::free(demangled);
-    }
+    if (!module) return {frame};
+    if (const char* symbol = dwfl_module_addrname(module, pc)) frame.function = demangle(symbol);
     if (Dwfl_Line* line = dwfl_module_getsrc(module, pc)) {
       int number = 0;
       if (const char* file = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr)) {
@@ -77,14 +76,68 @@ class Symbolizer {
         frame.line = number;
       }
     }
-    return frame;
+    std::vector<SourceLocation> frames;
+    if (!frame.file.empty()) add_inlined(module, pc, frame, frames);
+    frames.push_back(std::move(frame));
+    return frames;
+  }
+
+  // The functions inlined at `pc` (DW_TAG_inlined_subroutine scopes, innermost first): each gets
+  // the line being executed in it, and the line it was called from goes to the next one out;
+  // `outer` (the real function) ends with the line of the outermost inlined call.
+  static void add_inlined(Dwfl_Module* module, Dwarf_Addr pc, SourceLocation& outer, std::vector<SourceLocation>& out) {
+    Dwarf_Addr bias = 0;
+    Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
+    if (!cu) return;
+    Dwarf_Die* scopes = nullptr;
+    const int n = dwarf_getscopes(cu, pc - bias, &scopes);
+    if (n <= 0) return;
+    Dwarf_Files* files = nullptr;
+    size_t num_files = 0;
+    if (dwarf_getsrcfiles(cu, &files, &num_files) != 0) files = nullptr;
+    std::string file = outer.file;
+    int line = outer.line;
+    for (int i = 0; i < n; ++i) {
+      Dwarf_Die* scope = &scopes[i];
+      if (dwarf_tag(scope) == DW_TAG_subprogram) break;
+      if (dwarf_tag(scope) != DW_TAG_inlined_subroutine) continue;
+      out.push_back({file, line, die_function(scope)});
+      Dwarf_Attribute attr;
+      Dwarf_Word call_file = 0, call_line = 0;
+      const char* name = nullptr;
+      if (files && dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &attr), &call_file) == 0 && call_file < num_files)
+        name = dwarf_filesrc(files, call_file, nullptr, nullptr);
+      dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &attr), &call_line);
+      file = name ? name : "";
+      line = static_cast<int>(call_line);
+    }
+    std::free(scopes);
+    outer.file = file;
+    outer.line = line;
+  }
+
+  // An inlined function's name: its linkage name demangled (the full signature), else its name.
+  static std::string die_function(Dwarf_Die* die) {
+    Dwarf_Attribute attr;
+    for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name})
+      if (const char* linkage = dwarf_formstring(dwarf_attr_integrate(die, at, &attr))) return demangle(linkage);
+    const char* name = dwarf_diename(die);
+    return name ? name : "";
+  }
+
+  static std::string demangle(const char* symbol) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
+    std::string out = status == 0 && demangled ? demangled : symbol;
+    std::free(demangled);
+    return out;
   }
 
   std::mutex mutex_;
   Dwfl* dwfl_ = nullptr;
   bool tried_ = false;
   bool rereported_ = false;
-  std::unordered_map<uintptr_t, SourceLocation> cache_;
+  std::unordered_map<uintptr_t, std::vector<SourceLocation>> cache_;
 };
 
 Symbolizer& symbolizer() {
@@ -126,12 +179,13 @@ Kind kind_of(const SourceLocation& f) {
 
 }  // namespace
 
-SourceLocation symbolize_address(uintptr_t return_address) { return symbolizer().lookup(return_address); }
+std::vector<SourceLocation> symbolize_address(uintptr_t return_address) { return symbolizer().lookup(return_address); }
 
 std::vector<SourceLocation> user_call_stack(std::span<const uintptr_t> return_addresses, const SourceLocation& site) {
   std::vector<SourceLocation> frames;  // innermost first
   frames.reserve(return_addresses.size());
-  for (uintptr_t pc : return_addresses) frames.push_back(symbolize_address(pc));
+  for (uintptr_t pc : return_addresses)
+    for (SourceLocation& f : symbolize_address(pc)) frames.push_back(std::move(f));
   // What runs before main (the C library's start) is not the user's.
   for (size_t i = 0; i < frames.size(); ++i)
     if (frames[i].function == "main") {

@@ -15,9 +15,11 @@
 
 namespace stepscope {
 
-// One frame: file ("" without debug info) and line (0 then), and the demangled function ("" when
-// no symbol covers the address).
-SourceLocation symbolize_address(uintptr_t return_address);
+// The frames at a return address, innermost first: the functions inlined at the call (from the
+// debug info's inlined-subroutine scopes) and the function the address is in. Each has its file
+// ("" without debug info), line (0 then) and demangled function ("" when no symbol covers the
+// address).
+std::vector<SourceLocation> symbolize_address(uintptr_t return_address);
 
 // The user's part of a creation stack, outermost first: the frames from main (or the outermost
 // frame captured) down to the innermost frame of user code, then the stepscope function that
