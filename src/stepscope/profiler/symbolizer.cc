@@ -69,28 +69,41 @@ class Symbolizer {
     }
     if (!module) return {frame};
     if (const char* symbol = dwfl_module_addrname(module, pc)) frame.function = demangle(symbol);
-    if (Dwfl_Line* line = dwfl_module_getsrc(module, pc)) {
+    std::vector<SourceLocation> frames;
+    Dwarf_Die cu_storage;
+    Dwarf_Addr bias = 0;
+    if (Dwarf_Die* cu = find_cu(module, pc, &bias, &cu_storage)) {
       int number = 0;
-      if (const char* file = dwfl_lineinfo(line, nullptr, &number, nullptr, nullptr, nullptr)) {
+      Dwarf_Line* line = dwarf_getsrc_die(cu, pc - bias);
+      const char* file = line ? dwarf_linesrc(line, nullptr, nullptr) : nullptr;
+      if (file && dwarf_lineno(line, &number) == 0) {
         frame.file = file;
         frame.line = number;
+        add_inlined(cu, pc - bias, frame, frames);
       }
     }
-    std::vector<SourceLocation> frames;
-    if (!frame.file.empty()) add_inlined(module, pc, frame, frames);
     frames.push_back(std::move(frame));
     return frames;
+  }
+
+  // The compilation unit holding `pc`: by the address ranges table, else (clang emits none
+  // unless -gdwarf-aranges) by each unit's own ranges.
+  static Dwarf_Die* find_cu(Dwfl_Module* module, Dwarf_Addr pc, Dwarf_Addr* bias, Dwarf_Die* storage) {
+    if (Dwarf_Die* cu = dwfl_module_addrdie(module, pc, bias)) return cu;
+    Dwarf* dwarf = dwfl_module_getdwarf(module, bias);
+    if (!dwarf) return nullptr;
+    Dwarf_CU* unit = nullptr;
+    while (dwarf_get_units(dwarf, unit, &unit, nullptr, nullptr, storage, nullptr) == 0)
+      if (dwarf_haspc(storage, pc - *bias) == 1) return storage;
+    return nullptr;
   }
 
   // The functions inlined at `pc` (DW_TAG_inlined_subroutine scopes, innermost first): each gets
   // the line being executed in it, and the line it was called from goes to the next one out;
   // `outer` (the real function) ends with the line of the outermost inlined call.
-  static void add_inlined(Dwfl_Module* module, Dwarf_Addr pc, SourceLocation& outer, std::vector<SourceLocation>& out) {
-    Dwarf_Addr bias = 0;
-    Dwarf_Die* cu = dwfl_module_addrdie(module, pc, &bias);
-    if (!cu) return;
+  static void add_inlined(Dwarf_Die* cu, Dwarf_Addr pc, SourceLocation& outer, std::vector<SourceLocation>& out) {
     Dwarf_Die* scopes = nullptr;
-    const int n = dwarf_getscopes(cu, pc - bias, &scopes);
+    const int n = dwarf_getscopes(cu, pc, &scopes);
     if (n <= 0) return;
     Dwarf_Files* files = nullptr;
     size_t num_files = 0;
