@@ -23,13 +23,13 @@ std::vector<SourceLocation> symbolize_address(uintptr_t return_address);
 
 // The user's part of a creation stack, outermost first: the frames from main (or the outermost
 // frame captured) down to the innermost frame of user code, then the stepscope function that
-// frame called (the public API, as TensorFlow shows tf's own Python frame). Frames of
-// stepscope's library (sources under src/stepscope/ but tests, installed stepscope headers;
-// without debug info: functions in namespace stepscope) below the user's code are left out,
-// and so is what runs before main. `site` (the std::source_location the API recorded) gives
-// the innermost user frame its file and line (exact, and there even without debug info), or is
-// added as a frame of its own when its function was inlined into the frame found. Empty when
-// nothing could be symbolised.
+// frame called (the public API, as TensorFlow shows tf's own Python frame). The innermost user
+// frame is the one of the function `site` (the std::source_location the API recorded) names,
+// else the innermost frame outside stepscope's library (sources under src/stepscope/<layer>/ but
+// tests, installed stepscope headers; without debug info: functions in namespace stepscope).
+// It takes the site's file and line (exact, and there even without debug info); when the site's
+// function was inlined beyond what the debug info tells, the site is added as a frame of its
+// own. What runs before main is left out. Empty when nothing could be symbolised.
 std::vector<SourceLocation> user_call_stack(std::span<const uintptr_t> return_addresses, const SourceLocation& site);
 
 // "function" from a compiler's signature or a demangled symbol: "int ns::f(const T&) const" ->
