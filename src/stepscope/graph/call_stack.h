@@ -1,12 +1,12 @@
 // The call stack of a node's creation (TensorFlow records one per op for tfprof's code view):
 // raw return addresses, captured cheaply when a node is added to a Graph and interned per graph
 // so that the many nodes built by one loop share a stack. Turning addresses into functions and
-// source lines is the profiler's business (profiler/tfprof/symbolizer.h), done lazily, when a
+// source lines is the profiler's business (profiler/symbolizer.h), done lazily, when a
 // code view or a saved profile needs it.
 //
 // Capture is on by default; STEPSCOPE_CAPTURE_STACKS=0 (or false/off/no) in the environment
 // turns it off for every Graph created afterwards, Graph::set_capture_call_stacks per graph.
-// It costs ~0.2 µs a node (bench/graph_build_bench.cc) with libunwind's cached unwinder
+// It costs ~0.26 µs a node (bench/graph_build_bench.cc) with libunwind's cached unwinder
 // (libunwind.so.8, loaded at run time when present), ~3-5 µs with libgcc's _Unwind_Backtrace,
 // the fallback (STEPSCOPE_CAPTURE_UNWINDER=libgcc forces it).
 #pragma once
