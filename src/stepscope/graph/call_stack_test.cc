@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/scope.h"
 #include "stepscope/ops/array_ops.h"
@@ -55,6 +59,17 @@ TEST(CallStack, GraphRecordsOnePerCallPath) {
   spec.op = &made[0].node->op();
   spec.attrs = made[0].node->attrs();
   EXPECT_EQ(g.add_node(std::move(spec))->call_stack_id(), -1);
+}
+
+// Run again by the test graph.capture_stacks_off_by_environment with STEPSCOPE_CAPTURE_STACKS=0.
+TEST(CallStack, DefaultFollowsTheEnvironment) {
+  const char* v = std::getenv("STEPSCOPE_CAPTURE_STACKS");
+  const bool off = v && std::string_view(v) == "0";
+  EXPECT_EQ(capture_call_stacks_by_default(), !off);
+  Graph g;
+  EXPECT_EQ(g.capture_call_stacks(), !off);
+  EXPECT_EQ(constant(Scope(g), 1.0f).node->call_stack().empty(), off);
+  std::printf("capture %s\n", off ? "off" : "on");
 }
 
 }  // namespace
