@@ -145,7 +145,10 @@ TEST_F(ProfilerTest, CodeViewGroupsByTheUsersLines) {
   EXPECT_NE(code.text.find("  " + line + " (gradient) ("), std::string::npos) << code.text;
   const MultiGraphNodeProto* hidden = find_entry(code.root, line);
   ASSERT_NE(hidden, nullptr) << code.text;
-  EXPECT_EQ(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16);  // MatMul, BiasAdd, Relu
+  // MatMul, BiasAdd, Relu; with line tables also the kernel initializer's 256, which dense()
+  // creates with its own call site (without them its frames are not told from the library's).
+  EXPECT_GE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16) << code.text;
+  EXPECT_LE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16 + 256) << code.text;
   ASSERT_NE(find_entry(code.root, line + " (gradient)"), nullptr) << code.text;
 }
 
