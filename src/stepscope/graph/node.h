@@ -61,7 +61,7 @@ class Node {
   const std::string& device() const { return device_; }
   const SourceLocation& source_location() const { return location_; }
   // Return addresses of the calls that added the node, innermost first (graph/call_stack.h);
-  // empty when the graph does not capture stacks.
+  // empty when the graph does not capture stacks. Valid until the graph's next add_node.
   std::span<const uintptr_t> call_stack() const;
   // The stack's id in graph().call_stacks(); -1 when none was captured.
   int32_t call_stack_id() const { return call_stack_; }
