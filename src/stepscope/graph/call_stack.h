@@ -29,8 +29,7 @@ int capture_call_stack(uintptr_t* out, int max, int skip = 0);
 // "0", "false", "off", "no" turn capture off; anything else, or unset, leaves it on).
 bool capture_call_stacks_by_default();
 
-// Stacks of one graph, each stored once. Ids are dense, from 0; a stack's span is valid until
-// the next intern.
+// Stacks of one graph, each stored once. Ids are dense, from 0; a span is valid until the next intern.
 class CallStackTable {
  public:
   int32_t intern(std::span<const uintptr_t> pcs);
