@@ -76,6 +76,13 @@ Node* Graph::add_node(NodeSpec spec) {
     throw InternalError(prefix + "shape rule produced " + std::to_string(node->num_outputs()) + " outputs, op declares " +
                         std::to_string(node->op_->num_outputs));
 
+  // Nodes built by the user's calls (those with a call site); not those read from a file.
+  if (capture_call_stacks_ && !node->location_.file.empty()) {
+    uintptr_t pcs[kMaxCallStackDepth];
+    const int depth = capture_call_stack(pcs, kMaxCallStackDepth, /*skip=*/1);  // from our caller
+    node->call_stack_ = call_stacks_.intern({pcs, static_cast<size_t>(depth)});
+  }
+
   Node* raw = node.get();
   by_name_.emplace(raw->name_, raw);
   nodes_.push_back(std::move(node));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stepscope/graph/attr.h"
+#include "stepscope/graph/call_stack.h"
 #include "stepscope/graph/node.h"
 #include "stepscope/graph/op_def.h"
 
@@ -61,12 +62,20 @@ class Graph {
 
   uint64_t id() const { return id_; }
 
+  // Whether add_node records the caller's stack (Node::call_stack) of a node with a source location
+  // (built by a user's call); default capture_call_stacks_by_default(): on unless STEPSCOPE_CAPTURE_STACKS=0.
+  void set_capture_call_stacks(bool capture) { capture_call_stacks_ = capture; }
+  bool capture_call_stacks() const { return capture_call_stacks_; }
+  const CallStackTable& call_stacks() const { return call_stacks_; }
+
  private:
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unordered_map<std::string, Node*> by_name_;
   std::unordered_map<std::string, int> name_counters_;
   std::map<std::string, std::vector<Node*>> collections_;
   bool finalized_ = false;
+  bool capture_call_stacks_ = capture_call_stacks_by_default();
+  CallStackTable call_stacks_;
   uint64_t id_;
 };
 

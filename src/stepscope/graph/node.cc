@@ -13,6 +13,11 @@ Graph* Output::graph() const { return node ? &node->graph() : nullptr; }
 
 std::string_view Node::op_type() const { return op_->name; }
 
+std::span<const uintptr_t> Node::call_stack() const {
+  if (call_stack_ < 0) return {};
+  return graph_->call_stacks().stack(call_stack_);
+}
+
 std::string Node::timeline_label() const {
   std::vector<NodeLabelInput> inputs;
   inputs.reserve(inputs_.size());

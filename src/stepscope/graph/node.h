@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <source_location>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,11 @@ class Node {
   // Canonical device name, e.g. "/job:localhost/replica:0/task:0/device:CPU:0".
   const std::string& device() const { return device_; }
   const SourceLocation& source_location() const { return location_; }
+  // Return addresses of the calls that added the node, innermost first (graph/call_stack.h);
+  // empty when the graph does not capture stacks. Valid until the graph's next add_node.
+  std::span<const uintptr_t> call_stack() const;
+  // The stack's id in graph().call_stacks(); -1 when none was captured.
+  int32_t call_stack_id() const { return call_stack_; }
   Graph& graph() const { return *graph_; }
   // "name = Op(in0, in1)" — the label TensorFlow's timelines parse.
   std::string timeline_label() const;
@@ -75,6 +81,7 @@ class Node {
   std::vector<Shape> output_shapes_;
   std::string device_;
   SourceLocation location_;
+  int32_t call_stack_ = -1;
   Graph* graph_ = nullptr;
 };
 

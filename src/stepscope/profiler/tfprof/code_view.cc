@@ -1,8 +1,11 @@
-// The code view (tfprof_code.cc): nodes grouped by the source line that created them.
-// stepscope records one location per node (the user's call), so the tree has one level of
-// lines under the root, where TensorFlow has a level per Python stack frame.
+// The code view (tfprof_code.cc): a tree of call sites. Each node's creation stack, outermost
+// frame first, is a path from the root (TFCode::AddNode); the node counts at the path's last
+// frame, and every frame totals the nodes created below it. Nodes without a stack (captured off,
+// older profiles) go under the one line their std::source_location recorded.
 #include <map>
+#include <utility>
 
+#include "stepscope/profiler/symbolizer.h"
 #include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 
@@ -20,34 +23,6 @@ bool forward_name_of_gradient(std::string_view name, std::string_view* forward) 
   if (suffix <= start) return false;
   *forward = name.substr(start, suffix - start);
   return true;
-}
-
-// The bare name of a function from a compiler's signature: "int ns::f(const T&) const" -> "f",
-// "main()::<lambda()>" -> "<lambda>".
-std::string bare_function_name(std::string_view f) {
-  if (f.find("<lambda") != std::string_view::npos) return "<lambda>";
-  // The parameter list: the first '(' that does not open "(anonymous namespace)".
-  size_t paren = 0;
-  for (;;) {
-    paren = f.find('(', paren);
-    if (paren == std::string_view::npos || f.substr(paren).rfind("(anonymous", 0) != 0) break;
-    ++paren;
-  }
-  std::string_view head = f.substr(0, paren);
-  int depth = 0;  // skip template arguments when looking for the last "::" or ' '
-  size_t begin = 0;
-  for (size_t i = 0; i < head.size(); ++i) {
-    const char c = head[i];
-    if (c == '<')
-      ++depth;
-    else if (c == '>')
-      --depth;
-    else if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < head.size() && head[i + 1] == ':')))
-      begin = i + 1;
-  }
-  head = head.substr(begin);
-  while (!head.empty() && head.front() == ':') head.remove_prefix(1);
-  return head.empty() ? std::string(f) : std::string(head);
 }
 
 struct CodeQuery {
@@ -190,6 +165,7 @@ struct CodeQuery {
 std::string code_trace_name(const SourceLocation& location) {
   std::string_view file = location.file;
   if (size_t slash = file.rfind('/'); slash != std::string_view::npos) file = file.substr(slash + 1);
+  if (file.empty()) file = "??";  // no debug info: addr2line's spelling
   std::string function = bare_function_name(location.function);
   if (function.size() >= 20) function = function.substr(0, 17) + "...";
   return std::string(file) + ":" + std::to_string(location.line) + ":" + function;
@@ -198,15 +174,26 @@ std::string code_trace_name(const SourceLocation& location) {
 CodeTree build_code_tree(const ProfileModel& model) {
   CodeTree tree;
   tree.entries.push_back({std::string(kTFProfRoot), {}, {}});
-  std::map<std::string, int32_t> line_of;  // root's children by name
-  auto child = [&](const std::string& name) {
-    auto [it, inserted] = line_of.emplace(name, static_cast<int32_t>(tree.entries.size()));
+  std::map<std::pair<int32_t, std::string>, int32_t> child_of;  // (parent, trace name) -> entry
+  auto child = [&](int32_t parent, std::string name) {
+    auto [it, inserted] = child_of.emplace(std::make_pair(parent, name), static_cast<int32_t>(tree.entries.size()));
     if (inserted) {
-      tree.entries.push_back({name, {}, {}});
-      tree.entries[0].children.push_back(it->second);
+      tree.entries.push_back({std::move(name), {}, {}});
+      tree.entries[parent].children.push_back(it->second);
     }
     return it->second;
   };
+  std::vector<std::string> frame_names;
+  frame_names.reserve(model.frames.size());
+  for (const SourceLocation& f : model.frames) frame_names.push_back(code_trace_name(f));
+  // The path's last entry (TFCode::AddNode; a gradient's path has every frame suffixed, Build).
+  auto leaf = [&](const ModelNode& node, std::string_view suffix) {
+    int32_t at = 0;
+    if (node.stack.empty()) return child(0, code_trace_name(node.location) + std::string(suffix));
+    for (int32_t frame : node.stack) at = child(at, frame_names[frame] + std::string(suffix));
+    return at;
+  };
+
   std::vector<int32_t> by_name(model.nodes.size());
   for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = static_cast<int32_t>(i);
   std::sort(by_name.begin(), by_name.end(),
@@ -216,14 +203,14 @@ CodeTree build_code_tree(const ProfileModel& model) {
   std::map<std::string_view, int32_t> forwards;
   for (int32_t index : by_name) {
     const ModelNode& node = model.nodes[index];
-    if (node.location.file.empty()) continue;
+    if (node.location.file.empty() && node.stack.empty()) continue;
     std::string_view forward;
     if (forward_name_of_gradient(node.name, &forward)) {
       gradients[forward].push_back(index);
       continue;
     }
     forwards[node.name] = index;
-    tree.entries[child(code_trace_name(node.location))].nodes.push_back(index);
+    tree.entries[leaf(node, {})].nodes.push_back(index);
   }
   for (const auto& [forward, grads] : gradients) {
     auto it = forwards.find(forward);
@@ -231,8 +218,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
       ++tree.unaccounted_gradients;
       continue;
     }
-    const int32_t line = child(code_trace_name(model.nodes[it->second].location) + std::string(kGradientSuffix));
-    auto& nodes = tree.entries[line].nodes;
+    auto& nodes = tree.entries[leaf(model.nodes[it->second], kGradientSuffix)].nodes;
     nodes.insert(nodes.end(), grads.begin(), grads.end());
   }
   for (CodeTree::Entry& e : tree.entries)

@@ -32,7 +32,9 @@ TEST(CodeTraceName, FunctionNamesFromCompilerSignatures) {
 
 class CodeViewTest : public ::testing::Test {
  protected:
+  // Without stacks (capture off): one level of source lines under the root.
   CodeViewTest() {
+    g_.set_capture_call_stacks(false);
     const SourceLocation model{"/home/u/model.cc", 10, "stepscope::Output build_model(stepscope::Scope&)"};
     const SourceLocation loss{"/home/u/model.cc", 20, "float compute_the_loss_function(int)"};
     const SourceLocation train{"/home/u/train.cc", 5, "int main()"};

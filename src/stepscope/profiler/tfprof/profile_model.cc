@@ -5,6 +5,7 @@
 
 #include "stepscope/graph/graph.h"
 #include "stepscope/profiler/node_cost.h"
+#include "stepscope/profiler/symbolizer.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope::tfprof {
@@ -83,8 +84,33 @@ int32_t ProfileModel::intern_device(std::string_view device) {
 
 bool ProfileModel::has_code_traces() const {
   for (const ModelNode& n : nodes)
-    if (!n.location.file.empty()) return true;
+    if (!n.location.file.empty() || !n.stack.empty() || n.raw_stack >= 0) return true;
   return false;
+}
+
+int32_t ProfileModel::intern_frame(const SourceLocation& frame) {
+  auto [it, inserted] = frame_index_.emplace(std::make_tuple(frame.file, frame.line, frame.function),
+                                             static_cast<int32_t>(frames.size()));
+  if (inserted) frames.push_back(frame);
+  return it->second;
+}
+
+void ProfileModel::symbolize_stacks() {
+  if (!stacks_pending_) return;
+  stacks_pending_ = false;
+  bool changed = false;
+  for (size_t r = 0; r < raw_stacks_.size(); ++r) {
+    if (raw_symbolized_[r]) continue;
+    raw_symbolized_[r] = 1;
+    for (const SourceLocation& frame : user_call_stack(raw_stacks_[r], raw_sites_[r]))
+      symbolized_[r].push_back(intern_frame(frame));
+  }
+  for (ModelNode& n : nodes) {
+    if (n.raw_stack < 0 || n.stack == symbolized_[n.raw_stack]) continue;
+    n.stack = symbolized_[n.raw_stack];
+    changed = true;
+  }
+  if (changed) ++structure_version;
 }
 
 void ProfileModel::sync_graph(const Graph& graph) {
@@ -97,6 +123,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
   const bool same_graph = synced_graph_ == graph.id();
   const int first = same_graph ? static_cast<int>(by_graph_id_.size()) : 0;
   synced_graph_ = graph.id();
+  if (!same_graph) raw_of_graph_stack_.clear();
   if (first >= n) return;
 
   const StepStats no_step;
@@ -110,6 +137,20 @@ void ProfileModel::sync_graph(const Graph& graph) {
     m.name = node.name();
     m.op = std::string(node.op_type());
     m.location = node.source_location();
+    m.stack.clear();
+    m.raw_stack = -1;
+    if (const int32_t stack = node.call_stack_id(); stack >= 0) {
+      auto [it, inserted] = raw_of_graph_stack_.emplace(stack, static_cast<int32_t>(raw_stacks_.size()));
+      if (inserted) {
+        const auto pcs = node.call_stack();
+        raw_stacks_.emplace_back(pcs.begin(), pcs.end());
+        raw_sites_.push_back(m.location);
+        raw_symbolized_.push_back(0);
+        symbolized_.emplace_back();
+      }
+      m.raw_stack = it->second;
+      stacks_pending_ = true;
+    }
     m.graph_id = id;
     m.inputs.clear();
     m.input_slots.clear();

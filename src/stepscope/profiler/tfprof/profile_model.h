@@ -17,6 +17,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct ModelNode {
   std::string name;
   std::string op;
   SourceLocation location;
+  // The code view's frames of the node's creation, outermost first: indices into
+  // ProfileModel::frames; empty when unknown (the code view then uses `location` alone).
+  std::vector<int32_t> stack;
+  // The captured stack not symbolised yet: index into ProfileModel's raw stacks; -1 for none.
+  int32_t raw_stack = -1;
   int32_t graph_id = -1;  // the node's id in the Graph; -1 for a node known only from a step
   // Inputs: data inputs in order, then control inputs. slot = the producer's output index, -1
   // for a control input.
@@ -139,6 +145,7 @@ class ProfileModel {
   std::vector<ModelNode> nodes;
   std::vector<std::string> devices;        // lowercased device names seen in steps (TensorFlow's keys)
   std::vector<std::string> device_labels;  // the same as the steps spelled them (for timelines)
+  std::vector<SourceLocation> frames;      // the frames of the nodes' stacks, each once
   std::map<int64_t, StepData> steps;
   // At most this many steps are kept (0: all). When add_step goes past it, the lowest step is
   // dropped and folded into `dropped`, so the memory stays bounded over any run length while
@@ -167,6 +174,11 @@ class ProfileModel {
   int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
   int32_t intern_device(std::string_view device);
   bool has_code_traces() const;
+  int32_t intern_frame(const SourceLocation& frame);
+  // Symbolises the captured stacks of the nodes synced since the last call (profiler/symbolizer.h)
+  // into their `stack`s; bumps structure_version when a stack changed. Done when a code view or
+  // a saved profile needs the stacks, not when the graph is synced.
+  void symbolize_stacks();
   // Folds the lowest steps into `dropped` until at most max_steps remain.
   void drop_old_steps();
   // Rebuilds what is derived from the steps (steps_run, op types) after loading.
@@ -180,6 +192,15 @@ class ProfileModel {
   std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> by_name_;
   std::vector<int32_t> by_graph_id_;  // graph node id -> node index
   uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
+  // Captured stacks (return addresses) of the synced graphs' nodes, each once, and whether each
+  // was symbolised (into symbolized_[i]); raw_of_graph_stack_: the synced graph's stack ids.
+  std::vector<std::vector<uintptr_t>> raw_stacks_;
+  std::vector<SourceLocation> raw_sites_;  // the site of the first node with each raw stack
+  std::vector<char> raw_symbolized_;
+  std::vector<std::vector<int32_t>> symbolized_;
+  std::unordered_map<int32_t, int32_t> raw_of_graph_stack_;
+  bool stacks_pending_ = false;
+  std::map<std::tuple<std::string, int, std::string>, int32_t> frame_index_;
 };
 
 }  // namespace tfprof

@@ -195,6 +195,7 @@ MultiGraphProfile Profiler::profile_operations(const ProfileOptions& options) co
 }
 
 MultiGraphProfile Profiler::profile_code(const ProfileOptions& options) const {
+  impl_->model.symbolize_stacks();  // the stacks captured are symbolised when first needed
   const Impl& m = *impl_;
   return m.run_view<MultiGraphProfile>("code", options, [&](const ViewOptions& o, int64_t step) {
     return tfprof::show_code(m.code(), m.model, m.stats_for(step), o, *m.log);
@@ -223,7 +224,7 @@ void Profiler::add_checker(std::unique_ptr<AdviceChecker> checker) { impl_->chec
 
 void Profiler::Impl::serialize_into(std::string& bytes) const {
   if (model_chunk_version != model.structure_version) {
-    model_chunk = tfprof::encode_model_chunk(model);
+    model_chunk = tfprof::encode_model_chunk(model) + tfprof::encode_traces_chunk(model);
     model_chunk_version = model.structure_version;
   }
   const std::string state = tfprof::encode_state_chunk(model) + tfprof::encode_dropped_chunk(model);
@@ -239,12 +240,14 @@ void Profiler::Impl::serialize_into(std::string& bytes) const {
 }
 
 std::string Profiler::serialize_to_string() const {
+  impl_->model.symbolize_stacks();
   std::string bytes;
   impl_->serialize_into(bytes);
   return bytes;
 }
 
 void Profiler::save(const std::filesystem::path& path) const {
+  impl_->model.symbolize_stacks();
   impl_->serialize_into(impl_->save_buffer);
   write_file_atomically(path, impl_->save_buffer, /*gzip=*/path.extension() == ".gz");
 }

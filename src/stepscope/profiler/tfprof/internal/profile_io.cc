@@ -159,6 +159,29 @@ std::string encode_model_chunk(const ProfileModel& model) {
   return chunk('M', p);
 }
 
+std::string encode_traces_chunk(const ProfileModel& model) {
+  size_t entries = 0;
+  for (const ModelNode& n : model.nodes) entries += n.stack.empty() ? 0 : 1;
+  if (entries == 0) return {};
+  std::string p;
+  Writer w(p);
+  w.varint(model.frames.size());
+  for (const SourceLocation& f : model.frames) {
+    w.str(f.file);
+    w.varint(static_cast<uint64_t>(f.line < 0 ? 0 : f.line));
+    w.str(f.function);
+  }
+  w.varint(entries);
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    const std::vector<int32_t>& stack = model.nodes[i].stack;
+    if (stack.empty()) continue;
+    w.varint(i);
+    w.varint(stack.size());
+    for (int32_t f : stack) w.varint(static_cast<uint64_t>(f));
+  }
+  return chunk('K', p);
+}
+
 std::string encode_state_chunk(const ProfileModel& model) {
   std::string p;
   Writer w(p);
@@ -295,6 +318,30 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           m.data_format = r.str();
           if (model.find(m.name) >= 0) r.fail("duplicate node name '" + m.name + "'");
           model.add_node(std::move(m));
+        }
+        break;
+      }
+      case 'K': {
+        if (!have_model || have_state || !model.frames.empty()) r.fail("misplaced code traces chunk");
+        const size_t frames = r.count(3);
+        for (size_t i = 0; i < frames; ++i) {
+          SourceLocation f;
+          f.file = r.str();
+          f.line = static_cast<int>(r.varint());
+          f.function = r.str();
+          if (model.intern_frame(f) != static_cast<int32_t>(i)) r.fail("duplicate frame");
+        }
+        const size_t entries = r.count(2);
+        for (size_t i = 0; i < entries; ++i) {
+          ModelNode& m = model.nodes[node_index(r.varint())];
+          if (!m.stack.empty()) r.fail("node '" + m.name + "' has two stacks");
+          const size_t depth = r.count(1);
+          if (depth == 0) r.fail("empty stack");
+          for (size_t k = 0; k < depth; ++k) {
+            const uint64_t f = r.varint();
+            if (f >= frames) r.fail("frame index out of range");
+            m.stack.push_back(static_cast<int32_t>(f));
+          }
         }
         break;
       }

@@ -7,14 +7,18 @@
 //   chunks                    each: u8 tag, u32 payload size (LE), payload, u32 CRC-32 of the
 //                             payload (zlib's crc32, LE)
 // Chunks, in this order: 'V' (the stepscope version that wrote the file: a string; files written
-// before it existed have none), 'M' (the graph model), 'D' (devices and what the steps taught about the
-// nodes), one 'S' per step (ascending), 'E' (end: the number of 'S' chunks). Numbers inside
-// payloads are LEB128 varints, signed ones zigzag-encoded ("zz"); a string is a varint length
-// and its bytes.
+// before it existed have none), 'M' (the graph model), 'K' (optional: code traces), 'D' (devices
+// and what the steps taught about the nodes), one 'S' per step (ascending), 'E' (end: the number of 'S' chunks).
+// Numbers inside payloads are LEB128 varints, signed ones zigzag-encoded ("zz"); a string is a varint length and its
+// bytes.
 //   M: varint num_nodes; per node: string name, string op, string file, varint line,
 //      string function, zz graph_id, varint num_inputs, per input (varint producer, zz slot;
 //      slot -1 = control input), varint flags (bit 0: trainable), varint rank, zz dims (the
 //      variable's shape), zz parameters, zz static_float_ops, string data_format.
+//   K (optional; files without it, e.g. all written before it existed, have no stacks: the code
+//      view shows each node's source location alone): varint num_frames; per frame: string
+//      file, varint line, string function; varint num_entries; per entry: varint node, varint
+//      depth, depth varint frame indices (the node's stack, outermost frame first).
 //   D: varint num_devices, strings (as the steps spelled them); varint flags (bit 0: missing accelerator stream);
 //      varint num_nodes; per node: zz device, varint num_inputs, per input shape (varint size,
 //      zz dims; size 0 = unknown).
@@ -49,6 +53,8 @@ inline constexpr uint32_t kProfileFormatVersion = 1;
 std::string encode_header();
 // One chunk each (tag, size, payload, CRC).
 std::string encode_model_chunk(const ProfileModel& model);
+// The 'K' chunk; empty when no node has a stack.
+std::string encode_traces_chunk(const ProfileModel& model);
 std::string encode_state_chunk(const ProfileModel& model);
 std::string encode_step_chunk(int64_t step, const StepData& data);
 // The 'A' chunk; empty when the model dropped no step.
@@ -60,7 +66,8 @@ std::string encode_end_chunk(size_t num_steps);
 //
 // Limits, all from the file itself, checked before anything is allocated: a chunk's size is
 // within the bytes left; a count of items is at most the bytes left divided by the smallest
-// encoding of one item (model node 12 bytes, input 2, node step 11, exec 8), so memory stays a
+// encoding of one item (model node 12 bytes, input 2, frame 3, stack entry 2, frame index 1, node step
+// 11, exec 8), so memory stays a
 // constant times the file's size; node indices are below the node count, graph_id in [-1, node
 // count), device indices below the device count; times rebuilt from deltas must fit int64.
 ProfileModel decode_profile(std::string_view bytes, const std::string& path);

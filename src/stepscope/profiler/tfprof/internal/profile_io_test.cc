@@ -59,6 +59,46 @@ TEST(ProfileIo, ValidHandMadeFileDecodes) {
 }
 
 // Files written before the version chunk existed have none, and still load.
+TEST(ProfileIo, CodeTracesRoundTripAndAreChecked) {
+  ProfileModel model = one_node_model();
+  model.nodes[0].stack = {model.intern_frame({"/u/main.cc", 3, "main"}), model.intern_frame({"", 0, "f(int)"})};
+  const std::string head = encode_header() + encode_model_chunk(model);
+  const std::string tail = encode_state_chunk(model) + encode_end_chunk(0);
+  const ProfileModel back = decode_profile(head + encode_traces_chunk(model) + tail, "x");
+  ASSERT_EQ(back.frames.size(), 2u);
+  EXPECT_EQ(back.frames[0].file, "/u/main.cc");
+  EXPECT_EQ(back.frames[0].line, 3);
+  EXPECT_EQ(back.frames[1].function, "f(int)");
+  EXPECT_EQ(back.nodes[0].stack, (std::vector<int32_t>{0, 1}));
+  EXPECT_TRUE(encode_traces_chunk(one_node_model()).empty());  // no stacks: no chunk
+
+  std::string frames;  // one frame
+  varint(frames, 1);
+  varint(frames, 4);
+  frames += "a.cc";
+  varint(frames, 1);
+  varint(frames, 1);
+  frames += "f";
+  auto entry = [](uint64_t node, uint64_t depth, uint64_t frame) {
+    std::string e;
+    varint(e, 1);
+    varint(e, node);
+    varint(e, depth);
+    if (depth) varint(e, frame);
+    return e;
+  };
+  EXPECT_NE(decode_error(head + chunk('K', frames + entry(0, 1, 1)) + tail).find("frame index out of range"),
+            std::string::npos);
+  EXPECT_NE(decode_error(head + chunk('K', frames + entry(1, 1, 0)) + tail).find("node index out of range"),
+            std::string::npos);
+  EXPECT_NE(decode_error(head + chunk('K', frames + entry(0, 0, 0)) + tail).find("empty stack"), std::string::npos);
+  // After the state chunk, it is misplaced.
+  EXPECT_NE(decode_error(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) +
+                         chunk('K', frames + entry(0, 1, 0)) + encode_end_chunk(0))
+                .find("misplaced code traces chunk"),
+            std::string::npos);
+}
+
 TEST(ProfileIo, FileWithoutVersionChunkDecodes) {
   const ProfileModel model = one_node_model();
   std::string header(kProfileMagic);

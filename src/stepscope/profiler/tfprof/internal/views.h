@@ -44,7 +44,7 @@ ViewTree build_scope_tree(const ProfileModel& model);
 // the nodes that are no node's input, in name order.
 ViewTree build_graph_tree(const ProfileModel& model);
 
-// Op types, each with its nodes in name order; the code view's tree of source lines.
+// Op types, each with its nodes in name order; the code view's tree of call sites.
 struct OpGroups {
   std::vector<std::string> op_types;        // sorted
   std::vector<std::vector<int32_t>> nodes;  // per op type, by name
@@ -53,18 +53,21 @@ OpGroups build_op_groups(const ProfileModel& model);
 
 struct CodeTree {
   struct Entry {
-    std::string name;            // "file.cc:42:function" (+ " (gradient)")
-    std::vector<int32_t> nodes;  // model nodes created there, by name
+    std::string name;            // "file.cc:42:function" (+ " (gradient)"): one stack frame
+    std::vector<int32_t> nodes;  // model nodes whose stack ends there, by name
     std::vector<int32_t> children;
   };
   std::vector<Entry> entries;  // entries[0] is the root
   int64_t unaccounted_gradients = 0;
 };
-// Each node goes under "basename:line:function" of its source location; a gradient node
-// ("gradients/<forward>_grad/...") under its forward node's line, suffixed " (gradient)".
+// Each node's stack (ModelNode::stack, outermost frame first) is a path of "basename:line:function"
+// entries from the root, the node at its end; a node without a stack is a child of the root named
+// by its source location. A gradient node ("gradients/<forward>_grad/...") goes at the end of its
+// forward node's path, every entry of it suffixed " (gradient)" (TFCode::Build).
 CodeTree build_code_tree(const ProfileModel& model);
-// "function" from a compiler's std::source_location::function_name() ("int ns::f(int)" -> "f");
-// functions of 20 characters or more are cut to 17 and "..." as tfprof does.
+// TensorFlow's GetTraceString: "basename:line:function", the function's bare name ("int
+// ns::f(int)" -> "f") cut to 17 characters and "..." when it has 20 or more; "??" for the file
+// when the frame has none (code built without debug info).
 std::string code_trace_name(const SourceLocation& location);
 
 GraphViewResult show_scope(const ViewTree& tree, const ProfileModel& model, const std::vector<NodeStats>& stats,
