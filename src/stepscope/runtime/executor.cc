@@ -54,8 +54,13 @@ struct Executor::RunState {
   }
 };
 
-Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads)
-    : graph_(graph), resources_(resources), cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
+Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, std::unique_ptr<DeviceSet> own_devices,
+                   int threads, int intra_op_threads)
+    : graph_(graph),
+      resources_(resources),
+      own_devices_(std::move(own_devices)),
+      devices_(devices ? *devices : *own_devices_),
+      cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
   if (threads < 0 || intra_op_threads < 0)
     throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
                                ") and intra_op_threads (" + std::to_string(intra_op_threads) +
@@ -69,6 +74,12 @@ Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intr
     intra_op_pool_ = own_intra_op_pool_.get();
   }
 }
+
+Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet& devices, int threads, int intra_op_threads)
+    : Executor(graph, resources, &devices, nullptr, threads, intra_op_threads) {}
+
+Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads)
+    : Executor(graph, resources, nullptr, std::make_unique<DeviceSet>(), threads, intra_op_threads) {}
 
 Executor::~Executor() = default;
 
