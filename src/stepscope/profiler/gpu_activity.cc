@@ -1,6 +1,7 @@
 #include "stepscope/profiler/gpu_activity.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -45,6 +46,25 @@ std::string gpu_stream_device(uint32_t device_id, uint32_t stream_id) {
   return "/device:GPU:" + std::to_string(device_id) + "/stream:" + std::to_string(stream_id);
 }
 std::string gpu_memcpy_device(uint32_t device_id) { return "/device:GPU:" + std::to_string(device_id) + "/memcpy"; }
+
+bool is_gpu_tracer_device(std::string_view device) {
+  return device.find("/stream:") != std::string_view::npos || device.find("/memcpy") != std::string_view::npos;
+}
+
+GpuOpName gpu_op_of(std::string_view label, std::string_view node_name) {
+  std::string_view annotated = node_name;
+  if (const size_t at = label.find("@@"); at != std::string_view::npos) {
+    std::string_view rest = label.substr(at + 2);
+    rest = rest.substr(0, rest.find('#'));
+    if (!rest.empty()) annotated = rest;
+  }
+  const size_t colon = annotated.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == annotated.size()) return {annotated, {}};
+  const std::string_view op = annotated.substr(colon + 1);
+  for (char c : op)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return {annotated, {}};
+  return {annotated.substr(0, colon), op};
+}
 
 namespace {
 

@@ -85,6 +85,19 @@ std::string gpu_stream_all_device(uint32_t device_id);
 std::string gpu_stream_device(uint32_t device_id, uint32_t stream_id);
 std::string gpu_memcpy_device(uint32_t device_id);
 
+// A device of the GPU tracer's ("/stream:" or "/memcpy" in its name), whose nodes are kernels and
+// copies rather than the graph's ops.
+bool is_gpu_tracer_device(std::string_view device);
+
+// The op a GPU tracer node ran for, as TensorFlow's timeline reads it (_parse_kernel_label): the
+// annotation after "@@" in the label (up to a '#'), else the node name, is "<name>:<op>". When
+// no op type follows its last ':' (a kernel no op is known for), the whole is the name and the
+// op is empty.
+struct GpuOpName {
+  std::string_view name, op;
+};
+GpuOpName gpu_op_of(std::string_view timeline_label, std::string_view node_name);
+
 // Appends the GPU devices of `records` to `stats` (per GPU in id order: stream:all, the streams
 // in id order, memcpy; each device's nodes in start order). `gpu_to_step_ns` takes a GPU
 // timestamp to the step's clock: step time = GPU time + gpu_to_step_ns (both clocks read
