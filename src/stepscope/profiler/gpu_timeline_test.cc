@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "stepscope/profiler/critical_path.h"
 #include "stepscope/profiler/gpu_activity.h"
 #include "stepscope/profiler/op_time.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
@@ -216,6 +217,78 @@ TEST(GpuTimeline, TfprofCountsStreamAllAsAcceleratorTime) {
     for (const auto& c : n->children) chain.push_back(&c);
   }
   EXPECT_EQ(matmul_accelerator, 42);
+}
+
+// The critical path goes through the GPU: a kernel waits for the op that launched it and for the
+// work before it on its stream; stream:all and memcpy (repeats) are not counted twice.
+TEST(GpuTimeline, CriticalPathAcrossCpuAndGpu) {
+  StepStats st;
+  st.base_ns = 1'000'000;
+  const int64_t t0 = st.base_ns;
+  auto op = [&](std::string_view name, std::string_view type, std::string_view label, int64_t start, int64_t end) {
+    NodeExecStats ns;
+    ns.node_name = StepStats::intern(name);
+    ns.op_type = StepStats::intern(type);
+    ns.timeline_label = StepStats::intern(label);
+    ns.scheduled_ns = t0;
+    ns.all_start_ns = t0 + start;
+    ns.op_end_rel_ns = ns.all_end_rel_ns = end - start;
+    ns.thread_id = 1;
+    return ns;
+  };
+  st.dev_stats.push_back(
+      {StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"),
+       {op("mm", "MatMul", "mm = MatMul()", 0, 10 * kUs), op("act", "Relu", "act = Relu(mm)", 11 * kUs, 15 * kUs)}});
+  st.dev_stats[0].node_stats[1].scheduled_ns = t0 + 10 * kUs;
+  GpuCorrelationMap launches;
+  launches.add(1, "mm", "MatMul", -1, t0 + 5 * kUs);
+  launches.add(2, "mm", "MatMul", -1, t0 + 6 * kUs);
+  launches.add(3, "act", "Relu", -1, t0 + 12 * kUs);
+  launches.add(4, "x", "Const", -1, t0);
+  std::vector<GpuActivity> records = {
+      {.kind = GpuActivityKind::kMemcpy,
+       .start_ns = 1 * kUs,
+       .end_ns = 3 * kUs,
+       .stream_id = 7,
+       .correlation_id = 4,
+       .bytes = 64,
+       .copy_kind = GpuCopyKind::kHtoD},
+      {.kind = GpuActivityKind::kKernel,
+       .start_ns = 12 * kUs,
+       .end_ns = 50 * kUs,
+       .stream_id = 7,
+       .correlation_id = 1,
+       .name = "sgemm"},
+      {.kind = GpuActivityKind::kKernel,
+       .start_ns = 51 * kUs,
+       .end_ns = 55 * kUs,
+       .stream_id = 7,
+       .correlation_id = 2,
+       .name = "splitK"},
+      {.kind = GpuActivityKind::kKernel,
+       .start_ns = 56 * kUs,
+       .end_ns = 60 * kUs,
+       .stream_id = 7,
+       .correlation_id = 3,
+       .name = "relu"},
+  };
+  add_gpu_activity(st, records, launches, t0);
+  const CriticalPath path = critical_path(st);
+  ASSERT_EQ(path.ops.size(), 4u) << path.to_text();
+  EXPECT_EQ(path.ops[0].name, "mm");
+  EXPECT_EQ(path.ops[0].via, CriticalPathEdge::kStart);
+  EXPECT_EQ(path.ops[1].name, "mm:MatMul");
+  EXPECT_EQ(path.ops[1].device, "/device:GPU:0/stream:7");
+  EXPECT_EQ(path.ops[1].via, CriticalPathEdge::kLaunch);
+  EXPECT_EQ(path.ops[1].wait_ns, 2 * kUs);
+  EXPECT_EQ(path.ops[2].via, CriticalPathEdge::kStream);
+  EXPECT_EQ(path.ops[3].name, "act:Relu");
+  EXPECT_EQ(path.ops[3].via, CriticalPathEdge::kStream);
+  EXPECT_EQ(path.wall_ns, 60 * kUs);
+  // CPU ops (10 + 4 us) and the stream's copy and kernels (2 + 38 + 4 + 4 us), each once.
+  EXPECT_EQ(path.num_ops, 6);
+  EXPECT_EQ(path.busy_ns, 62 * kUs);
+  EXPECT_NE(path.to_json().find("\"via\":\"launch\""), std::string::npos);
 }
 
 }  // namespace
