@@ -10,6 +10,7 @@
 #include "stepscope/profiler/critical_path.h"
 #include "stepscope/profiler/gpu_activity.h"
 #include "stepscope/profiler/op_time.h"
+#include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
@@ -148,6 +149,24 @@ TEST(GpuTimeline, GpuDevicesAreProcessesOfTheirOwnWithTensorFlowsNames) {
   expect_gpu_lanes(Timeline(s.md.step_stats, &s.g).generate_chrome_trace_format(true, true));
   // Read back from a file: no graph, the same names.
   expect_gpu_lanes(Timeline(s.md.step_stats).generate_chrome_trace_format(true, false));
+}
+
+// Saved in TensorFlow's wire format and read back (another machine, later): the same lanes.
+TEST(GpuTimeline, GpuDevicesSurviveARunMetadataFile) {
+  GpuStep s;
+  const RunMetadata back = parse_run_metadata(serialize_run_metadata(s.md));
+  ASSERT_EQ(back.step_stats.dev_stats.size(), s.md.step_stats.dev_stats.size());
+  for (size_t d = 0; d < back.step_stats.dev_stats.size(); ++d) {
+    const DeviceStepStats &a = s.md.step_stats.dev_stats[d], &b = back.step_stats.dev_stats[d];
+    EXPECT_EQ(a.device, b.device);
+    ASSERT_EQ(a.node_stats.size(), b.node_stats.size());
+    for (size_t i = 0; i < a.node_stats.size(); ++i) {
+      EXPECT_EQ(a.node_stats[i].node_name, b.node_stats[i].node_name);
+      EXPECT_EQ(a.node_stats[i].timeline_label, b.node_stats[i].timeline_label);
+      EXPECT_EQ(a.node_stats[i].all_start_ns, b.node_stats[i].all_start_ns);
+    }
+  }
+  expect_gpu_lanes(Timeline(back.step_stats).generate_chrome_trace_format(true, false));
 }
 
 TEST(GpuTimeline, OpTimeMovesOpsToTheirKernels) {
