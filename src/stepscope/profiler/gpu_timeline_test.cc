@@ -238,6 +238,59 @@ TEST(GpuTimeline, TfprofCountsStreamAllAsAcceleratorTime) {
   EXPECT_EQ(matmul_accelerator, 42);
 }
 
+// The whole way, as a GPU tracer would run it: a DeviceTracer on the session, started and stopped
+// around a FULL_TRACE step, turns "recorded" activity into the step's GPU devices (the records
+// here: one kernel per op the step ran, launched when the op started, on the GPU's clock).
+struct ReplayGpuTracer final : DeviceTracer {
+  const Graph* graph;
+  explicit ReplayGpuTracer(const Graph* g) : graph(g) {}
+  int64_t gpu_offset = 5'000'000'000;  // the GPU's clock runs 5 s ahead of the step's
+  void start() override {}
+  void stop() override {}
+  void collect(StepStats& step) override {
+    GpuCorrelationMap launches;
+    std::vector<GpuActivity> records;
+    uint32_t correlation = 0;
+    for (const NodeExecStats& ns : step.dev_stats.at(0).node_stats) {
+      if (ns.node_name != "mm" && ns.node_name != "act") continue;
+      launches.add(++correlation, ns.node_name, ns.op_type, ns.node_id, ns.all_start_ns, ns.thread_id);
+      records.push_back({.kind = GpuActivityKind::kKernel,
+                         .start_ns = ns.all_start_ns + gpu_offset + kUs,
+                         .end_ns = ns.all_start_ns + gpu_offset + 3 * kUs,
+                         .stream_id = 1,
+                         .correlation_id = correlation,
+                         .name = std::string(ns.op_type) + "_kernel"});
+    }
+    add_gpu_activity(step, records, launches, -gpu_offset);
+  }
+};
+
+TEST(GpuTimeline, ADeviceTracerAddsTheGpuDevicesToATracedStep) {
+  Graph g;
+  Scope root(g);
+  Output x = constant(root.with_op_name("x"), std::vector<float>(32, 0.5f), Shape{4, 8});
+  Output w = constant(root.with_op_name("w"), std::vector<float>(24, 0.25f), Shape{8, 3});
+  Output act = relu(root.with_op_name("act"), matmul(root.with_op_name("mm"), x, w));
+  Session session(g, {.inter_op_threads = 1});
+  session.device_set().add_tracer(std::make_unique<ReplayGpuTracer>(&g));
+  const RunMetadata md = testing::traced_run(session, {act});
+  std::vector<std::string> devices;
+  for (const auto& d : md.step_stats.dev_stats) devices.emplace_back(d.device);
+  EXPECT_THAT(devices, ::testing::ElementsAre("/job:localhost/replica:0/task:0/device:CPU:0",
+                                              "/device:GPU:0/stream:all", "/device:GPU:0/stream:1"));
+  const NodeExecStats& kernel = md.step_stats.dev_stats[1].node_stats.at(0);
+  EXPECT_EQ(kernel.node_name, "mm:MatMul");
+  for (const NodeExecStats& ns : md.step_stats.dev_stats[0].node_stats)
+    if (ns.node_name == "mm") EXPECT_EQ(kernel.all_start_ns, ns.all_start_ns + kUs);
+  const nlohmann::json trace = validated(Timeline(md.step_stats, &g).generate_chrome_trace_format(true, true));
+  const auto pids = pids_by_process_name(trace);
+  ASSERT_TRUE(pids.count("/device:GPU:0/stream:1 Compute"));
+  const auto kernels = ops_on(trace, pids.at("/device:GPU:0/stream:1 Compute"));
+  ASSERT_EQ(kernels.size(), 2u);
+  EXPECT_EQ(kernels[0]["name"], "MatMul");
+  EXPECT_EQ(kernels[1]["name"], "Relu");
+}
+
 // The critical path goes through the GPU: a kernel waits for the op that launched it and for the
 // work before it on its stream; stream:all and memcpy (repeats) are not counted twice.
 TEST(GpuTimeline, CriticalPathAcrossCpuAndGpu) {

@@ -15,6 +15,7 @@
 
 #include "stepscope/graph/node.h"
 #include "stepscope/runtime/device.h"
+#include "stepscope/runtime/device_tracer.h"
 
 namespace stepscope {
 
@@ -38,10 +39,16 @@ class DeviceSet {
   // The devices registered so far, in the order they were added.
   std::vector<const Device*> devices() const;
 
+  // A tracer of device activity for the steps traced at HARDWARE_TRACE or FULL_TRACE (see
+  // device_tracer.h). Add tracers before running steps.
+  void add_tracer(std::unique_ptr<DeviceTracer> tracer) { tracers_.push_back(std::move(tracer)); }
+  const std::vector<std::unique_ptr<DeviceTracer>>& tracers() const { return tracers_; }
+
  private:
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Device>> devices_;
   Device* host_ = nullptr;
+  std::vector<std::unique_ptr<DeviceTracer>> tracers_;
 };
 
 }  // namespace stepscope

@@ -107,5 +107,52 @@ TEST(Device, TheKernelComesFromTheDevice) {
   }
 }
 
+// A device tracer runs beside HARDWARE_TRACE and FULL_TRACE steps only, and adds its devices
+// after the step's own.
+struct CountingTracer final : DeviceTracer {
+  CountingTracer(int* starts, int* stops, int* collects) : starts(starts), stops(stops), collects(collects) {}
+  int* starts;
+  int* stops;
+  int* collects;
+  void start() override { ++*starts; }
+  void stop() override {
+    EXPECT_EQ(*stops, *starts - 1);
+    ++*stops;
+  }
+  void collect(StepStats& step) override {
+    ++*collects;
+    NodeExecStats ns;
+    ns.node_name = StepStats::intern("a:TestAddOne");
+    ns.all_start_ns = step.base_ns;
+    step.dev_stats.push_back({StepStats::intern("/device:GPU:0/stream:all"), {ns}});
+  }
+};
+
+TEST(Device, TracersRunBesideHardwareAndFullTraces) {
+  Graph g;
+  Scope s(g);
+  auto a = add_one(s.with_op_name("a"), constant(s, Tensor::from_vector<float>({1})));
+  Session sess(g);
+  int starts = 0, stops = 0, collects = 0;
+  sess.device_set().add_tracer(std::make_unique<CountingTracer>(&starts, &stops, &collects));
+  for (TraceLevel level :
+       {TraceLevel::kNoTrace, TraceLevel::kSoftwareTrace, TraceLevel::kHardwareTrace, TraceLevel::kFullTrace}) {
+    RunOptions options;
+    options.trace_level = level;
+    RunMetadata md;
+    sess.run({}, {a}, {}, options, &md);
+    const bool traced = level >= TraceLevel::kHardwareTrace;
+    ASSERT_EQ(md.step_stats.dev_stats.size(), traced ? 2u : level == TraceLevel::kNoTrace ? 0u : 1u);
+    if (traced) {
+      EXPECT_EQ(md.step_stats.dev_stats[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
+      EXPECT_EQ(md.step_stats.dev_stats[1].device, "/device:GPU:0/stream:all");
+    }
+  }
+  sess.run(a);  // no RunMetadata: nothing traced
+  EXPECT_EQ(starts, 2);
+  EXPECT_EQ(stops, 2);
+  EXPECT_EQ(collects, 2);
+}
+
 }  // namespace
 }  // namespace stepscope

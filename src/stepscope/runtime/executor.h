@@ -62,6 +62,9 @@ class Executor {
   // `scheduled`: when the node became ready, traced (-1: already in its record).
   void run_node(RunState* state, int index, RecordingScope* recording, uint32_t thread_id, int64_t scheduled) const;
   static void process_task(void* state, int64_t index);
+  [[gnu::cold]] void start_device_tracers() const;
+  [[gnu::cold]] void stop_device_tracers() const;
+  [[gnu::cold]] void collect_device_tracers(StepStats& stats) const;
 
   Graph& graph_;
   ResourceStore& resources_;
