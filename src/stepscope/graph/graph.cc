@@ -154,6 +154,10 @@ std::string canonical_device(std::string_view device) {
   for (auto& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   std::string index = colon == std::string::npos ? "0" : d.substr(colon + 1);
   bool digits = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos;
+  if (type == "GPU" && digits)
+    throw InvalidArgumentError("unsupported device '" + std::string(device) +
+                               "': no GPU device is registered (this build places ops on CPU devices only, e.g. "
+                               "/cpu:0; there is no soft placement)");
   if (type != "CPU" || !digits)
     throw InvalidArgumentError("unsupported device '" + std::string(device) +
                                "': this build places ops on CPU devices only (e.g. /cpu:0)");

@@ -12,6 +12,7 @@
 #include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
+#include "stepscope/profiler/gpu_activity.h"
 #include "stepscope/runtime/step_stats.h"
 
 namespace stepscope {
@@ -24,6 +25,10 @@ const char* critical_path_edge_name(CriticalPathEdge edge) {
       return "data";
     case CriticalPathEdge::kControl:
       return "control";
+    case CriticalPathEdge::kLaunch:
+      return "launch";
+    case CriticalPathEdge::kStream:
+      return "stream";
   }
   return "start";
 }
@@ -36,7 +41,18 @@ struct Record {
   const Node* node;  // null when the graph is not known or has no such node
   int64_t start;
   int64_t end;
+  int prev_on_stream = -1;  // GPU work: the record before it on its stream (-1: none)
+  bool gpu = false;         // on a GPU tracer's stream device
 };
+
+// "/stream:<digits>": a device with one GPU stream's work.
+bool is_one_stream(std::string_view device) {
+  const size_t at = device.rfind("/stream:");
+  if (at == std::string_view::npos || at + 8 == device.size()) return false;
+  for (char c : device.substr(at + 8))
+    if (c < '0' || c > '9') return false;
+  return true;
+}
 
 struct Predecessor {
   int record;
@@ -58,9 +74,21 @@ class PathFinder {
     for (const auto& dev : step.dev_stats) n += dev.node_stats.size();
     records_.reserve(n);
     if (graph_) by_id_.assign(graph_->num_nodes(), -1);
+    bool per_stream = false;
+    for (const auto& dev : step.dev_stats) per_stream |= is_one_stream(dev.device);
     for (const auto& dev : step.dev_stats) {
-      for (const auto& ns : dev.node_stats)
-        if (!is_feed(ns, step)) add(dev.device, ns);
+      const bool stream = is_one_stream(dev.device);
+      if (per_stream && !stream && is_gpu_tracer_device(dev.device)) continue;  // repeats of stream records
+      int prev = -1;
+      for (const auto& ns : dev.node_stats) {
+        if (is_feed(ns, step)) continue;
+        add(dev.device, ns);
+        if (stream) {
+          records_.back().gpu = true;
+          if (prev >= 0 && records_[prev].start <= records_.back().start) records_.back().prev_on_stream = prev;
+          prev = static_cast<int>(records_.size()) - 1;
+        }
+      }
     }
     if (!graph_) {
       for (size_t i = 0; i < records_.size(); ++i) by_end_.emplace(records_[i].end, static_cast<int>(i));
@@ -149,7 +177,7 @@ class PathFinder {
  private:
   void add(std::string_view device, const NodeExecStats& ns) {
     const Node* node = nullptr;
-    if (graph_) {
+    if (graph_ && !is_gpu_tracer_device(device)) {
       if (ns.node_id >= 0 && ns.node_id < graph_->num_nodes()) {
         const Node* candidate = graph_->node(ns.node_id);
         if (ns.node_name.empty() || candidate->name() == ns.node_name) node = candidate;
@@ -180,6 +208,12 @@ class PathFinder {
   }
 
   void predecessors(const Record& r, std::vector<Predecessor>& out) const {
+    if (r.gpu) {
+      const std::string_view op = gpu_op_of(r.stats->timeline_label, r.stats->node_name).name;
+      if (int p = record_of(op); p >= 0 && !records_[p].gpu) out.push_back({p, CriticalPathEdge::kLaunch});
+      if (r.prev_on_stream >= 0) out.push_back({r.prev_on_stream, CriticalPathEdge::kStream});
+      return;
+    }
     if (r.node) {
       for (const Output& in : r.node->inputs()) {
         if (int p = record_of(in.node); p >= 0) out.push_back({p, CriticalPathEdge::kData});

@@ -3,6 +3,11 @@
 // critical path says which of those ops the step actually waited for, and how much of the wall
 // time was spent waiting to be dispatched rather than computing.
 //
+// GPU work (the GPU tracer's devices, gpu_activity.h) is on the path too: a kernel or copy on
+// "/device:GPU:<d>/stream:<s>" waits for the op that launched it (named by its annotation) and
+// for the work before it on its stream; the "/stream:all" and "/memcpy" devices, which repeat
+// those records, are left out when per-stream devices are there.
+//
 // How it is found: start from the op that ended last; a node becomes ready when the last of its
 // inputs (data or control) completes, which the executor records as scheduled_ns = the all_end
 // of that input. So at each op, step back to the input whose end is its scheduled time (or,
@@ -28,8 +33,11 @@ enum class CriticalPathEdge {
   kStart,    // the first op on the path: ready when the step started (or no traced input)
   kData,     // a data input
   kControl,  // a control input only
+  kLaunch,   // a GPU kernel or copy: the op that launched it
+  kStream,   // a GPU kernel or copy: the one before it on its stream
 };
-const char* critical_path_edge_name(CriticalPathEdge edge);  // "start", "data", "control"
+// "start", "data", "control", "launch", "stream"
+const char* critical_path_edge_name(CriticalPathEdge edge);
 
 struct CriticalPathOp {
   std::string name;

@@ -11,6 +11,7 @@
 #include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
+#include "stepscope/profiler/gpu_activity.h"
 #include "stepscope/profiler/node_cost.h"
 #include "stepscope/runtime/step_stats.h"
 
@@ -138,6 +139,7 @@ struct Timeline::Impl {
   std::vector<Step> steps;
   std::vector<std::string_view> devices;
   std::vector<int32_t> num_lanes;  // per device
+  std::vector<char> gpu_tracer;    // per device: is_gpu_tracer_device
   std::vector<Node> nodes;
   std::vector<std::string_view> names;  // of the nodes (what inputs are looked up in)
   std::vector<Input> inputs;
@@ -256,11 +258,11 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
     if (it == devices.end()) {
       devices.push_back(dev.device);
       num_lanes.push_back(0);
+      gpu_tracer.push_back(is_gpu_tracer_device(dev.device));
       lane_lists.emplace_back();
     }
     std::vector<int64_t>& lanes = lane_lists[device];
-    const bool gpu_tracer =
-        dev.device.find("/stream:") != std::string_view::npos || dev.device.find("/memcpy") != std::string_view::npos;
+    const bool gpu_tracer = this->gpu_tracer[device];
     for (const NodeExecStats& ns : dev.node_stats) {
       Node n{};
       n.ns = &ns;
@@ -286,6 +288,9 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
                             : label.valid        ? label.op
                             : ns.op_type.empty() ? std::string_view("unknown")
                                                  : ns.op_type;
+      // A kernel or copy: the op from its "<name>:<op>" annotation (TensorFlow's timeline).
+      if (gpu_tracer && !graph_node && !gpu_op_of(ns.timeline_label, ns.node_name).op.empty())
+        op = gpu_op_of(ns.timeline_label, ns.node_name).op;
       n.input_begin = static_cast<uint32_t>(inputs.size());
       if (ns.node_name == "RecvTensor") {
         op = "RecvTensor";
@@ -732,7 +737,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     s.lit(",\"dur\":");
     s.micros(n.end - n.start);
     s.lit(",\"args\":{\"name\":");
-    s.str(ns.node_name);
+    s.str(gpu_tracer[n.device] ? gpu_op_of(ns.timeline_label, ns.node_name).name : ns.node_name);
     s.lit(",\"op\":");
     s.str(n.op);
     for (uint32_t j = 0; j < n.num_inputs; ++j) {

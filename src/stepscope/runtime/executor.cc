@@ -54,8 +54,13 @@ struct Executor::RunState {
   }
 };
 
-Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads)
-    : graph_(graph), resources_(resources), cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
+Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, std::unique_ptr<DeviceSet> own_devices,
+                   int threads, int intra_op_threads)
+    : graph_(graph),
+      resources_(resources),
+      own_devices_(std::move(own_devices)),
+      devices_(devices ? *devices : *own_devices_),
+      cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
   if (threads < 0 || intra_op_threads < 0)
     throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
                                ") and intra_op_threads (" + std::to_string(intra_op_threads) +
@@ -70,7 +75,23 @@ Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intr
   }
 }
 
+Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet& devices, int threads, int intra_op_threads)
+    : Executor(graph, resources, &devices, nullptr, threads, intra_op_threads) {}
+
+Executor::Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads)
+    : Executor(graph, resources, nullptr, std::make_unique<DeviceSet>(), threads, intra_op_threads) {}
+
 Executor::~Executor() = default;
+
+void Executor::start_device_tracers() const {
+  for (const auto& t : devices_.tracers()) t->start();
+}
+void Executor::stop_device_tracers() const {
+  for (const auto& t : devices_.tracers()) t->stop();
+}
+void Executor::collect_device_tracers(StepStats& stats) const {
+  for (const auto& t : devices_.tracers()) t->collect(stats);
+}
 
 void Executor::process_task(void* state, int64_t index) {
   auto* s = static_cast<RunState*>(state);
@@ -332,6 +353,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
                           s.output_descriptions[plan->feed_slots[i]]);
   }
 
+  // Device tracers (a GPU's CUPTI records) for hardware and full traces.
+  const bool trace_devices =
+      s.trace && options.trace_level >= TraceLevel::kHardwareTrace && !devices_.tracers().empty();
+  if (trace_devices) start_device_tracers();
+
   if (num_items > 0) {
     // Variable reads run first, here, before anything else is scheduled: every read of a step
     // sees the value the variable had when the step started, never an update made later in the
@@ -370,8 +396,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
 
   if (s.trace) {
     s.recorder->close();
-    buf->trace.finish(*plan, *s.recorder, StepClock(start, StepClock::Point::now()), *stats);
+    const StepClock::Point end = StepClock::Point::now();
+    if (trace_devices) stop_device_tracers();
+    buf->trace.finish(*plan, *s.recorder, StepClock(start, end), *stats);
     s.recorder->recycle();
+    if (trace_devices) collect_device_tracers(*stats);
   }
   if (metadata && options.output_partition_graphs) {
     const auto& names = plan->names();

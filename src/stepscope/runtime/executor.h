@@ -24,6 +24,7 @@
 #include "stepscope/base/thread_pool.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/resource_store.h"
+#include "stepscope/runtime/device_set.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
@@ -32,9 +33,12 @@ using FeedList = std::vector<std::pair<Output, Tensor>>;
 
 class Executor {
  public:
+  // `devices`: where nodes are placed (resolved once per plan), owned by the caller.
   // `threads`: threads that run ops, counting the caller (1 = no pool; 0 = one per core).
   // `intra_op_threads`: threads one kernel may split over, counting its own (0 = `threads`,
   // sharing the op pool; any other value gets a pool of its own).
+  Executor(Graph& graph, ResourceStore& resources, DeviceSet& devices, int threads, int intra_op_threads = 0);
+  // With a DeviceSet of its own (the host CPU).
   Executor(Graph& graph, ResourceStore& resources, int threads, int intra_op_threads = 0);
   ~Executor();
 
@@ -48,6 +52,8 @@ class Executor {
   struct RunState;
 
  private:
+  Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, std::unique_ptr<DeviceSet> own_devices,
+           int threads, int intra_op_threads);
   std::shared_ptr<const Plan> plan_for(const FeedList& feeds, const std::vector<Output>& fetches,
                                        const std::vector<Node*>& targets);
   std::shared_ptr<const Plan> build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -56,9 +62,14 @@ class Executor {
   // `scheduled`: when the node became ready, traced (-1: already in its record).
   void run_node(RunState* state, int index, RecordingScope* recording, uint32_t thread_id, int64_t scheduled) const;
   static void process_task(void* state, int64_t index);
+  [[gnu::cold]] void start_device_tracers() const;
+  [[gnu::cold]] void stop_device_tracers() const;
+  [[gnu::cold]] void collect_device_tracers(StepStats& stats) const;
 
   Graph& graph_;
   ResourceStore& resources_;
+  std::unique_ptr<DeviceSet> own_devices_;  // only without a DeviceSet given
+  DeviceSet& devices_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ThreadPool> own_intra_op_pool_;  // only when intra_op_threads != threads
   ThreadPool* intra_op_pool_ = nullptr;            // pool_, own_intra_op_pool_ or none

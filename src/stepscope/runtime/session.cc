@@ -14,7 +14,8 @@ Session::Session(Graph& graph, SessionOptions options)
     : graph_(graph),
       options_(options),
       resources_(std::make_unique<ResourceStore>()),
-      executor_(std::make_unique<Executor>(graph, *resources_, options.inter_op_threads,
+      devices_(std::make_unique<DeviceSet>()),
+      executor_(std::make_unique<Executor>(graph, *resources_, *devices_, options.inter_op_threads,
                                            options.intra_op_threads)) {}
 
 Session::~Session() = default;

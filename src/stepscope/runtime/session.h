@@ -16,6 +16,7 @@
 #include "stepscope/core/tensor.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/resource_store.h"
+#include "stepscope/runtime/device_set.h"
 #include "stepscope/runtime/executor.h"
 #include "stepscope/runtime/run_options.h"
 
@@ -52,6 +53,8 @@ class Session {
 
   Graph& graph() const { return graph_; }
   ResourceStore& resources() { return *resources_; }
+  // The devices nodes are placed on (the host's CPU; see device_set.h).
+  DeviceSet& device_set() { return *devices_; }
   const SessionOptions& options() const { return options_; }
   // Releases the session's state; further run() calls raise CancelledError.
   void close();
@@ -64,6 +67,7 @@ class Session {
   Graph& graph_;
   SessionOptions options_;
   std::unique_ptr<ResourceStore> resources_;
+  std::unique_ptr<DeviceSet> devices_;
   std::unique_ptr<Executor> executor_;
   bool closed_ = false;
 };

@@ -46,7 +46,8 @@ bool is_expensive(const Node& node) {
 // Feeds are traced with code marked cold (here, describe_fed_tensor, add_fed_nodes): kept out
 // of the budget GCC inlines with across this file, so that what it inlines into run_node (the
 // traced log's push_back) stays as it was.
-[[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed) {
+[[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed,
+                               DeviceSet& device_set) {
   plan.num_item_devices = plan.devices.size();
   std::vector<int> by_output(feeds.size());
   for (size_t i = 0; i < feeds.size(); ++i) by_output[i] = static_cast<int>(i);
@@ -63,7 +64,10 @@ bool is_expensive(const Node& node) {
       continue;
     }
     auto dev = std::find(plan.devices.begin(), plan.devices.end(), node->device());
-    if (dev == plan.devices.end()) dev = plan.devices.insert(dev, node->device());
+    if (dev == plan.devices.end()) {
+      plan.placed.push_back(device_set.device_for(*node));
+      dev = plan.devices.insert(dev, node->device());
+    }
     plan.fed_nodes.push_back({node, plan.num_slots - 1, 1, static_cast<int>(dev - plan.devices.begin())});
   }
 }
@@ -107,23 +111,29 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
                                                                node->name() + "' with dtype " +
                                                                std::string(dtype_name(node->output_dtype(0))) +
                                                                " and shape " + node->output_shape(0).to_string()));
-    if (!node->op().kernel) throw UnimplementedError(node_error_message(*node, "op has no CPU kernel"));
+    // The node's device, once per plan (a step only reads the kernel it gave).
+    auto dev = std::find(plan->devices.begin(), plan->devices.end(), node->device());
+    if (dev == plan->devices.end()) {
+      plan->placed.push_back(devices_.device_for(*node));
+      dev = plan->devices.insert(dev, node->device());
+    }
+    const Device& device = *plan->placed[dev - plan->devices.begin()];
+    const KernelFn kernel = device.kernel_for(node->op());
+    if (!kernel) throw UnimplementedError(node_error_message(*node, "op has no " + device.device_type() + " kernel"));
     plan_index[id] = static_cast<int>(plan->items.size());
     Plan::Item item{};
     item.node = node;
     item.node_id = node->id();
-    item.kernel = node->op().kernel;
+    item.kernel = kernel;
     item.num_inputs = node->num_inputs();
     item.num_outputs = node->num_outputs();
     item.output_base = plan->num_slots;
     plan->num_slots += item.num_outputs;
     item.expensive = is_expensive(*node);
-    auto dev = std::find(plan->devices.begin(), plan->devices.end(), node->device());
     item.device = static_cast<int>(dev - plan->devices.begin());
-    if (dev == plan->devices.end()) plan->devices.push_back(node->device());
     plan->items.push_back(item);
   }
-  place_feeds(*plan, feeds, needed);
+  place_feeds(*plan, feeds, needed, devices_);
   const int empty_slot = plan->num_slots++;  // what reference inputs read: never written
   plan->initial_refs.assign(plan->num_slots, 0);
   plan->dtypes.assign(plan->num_slots, DType::kFloat32);

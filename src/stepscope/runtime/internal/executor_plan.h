@@ -14,6 +14,7 @@
 #include "stepscope/graph/node.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/graph/op_def.h"
+#include "stepscope/runtime/device.h"
 #include "stepscope/runtime/executor.h"
 #include "stepscope/runtime/step_stats.h"
 #include "stepscope/runtime/step_stats_builder.h"
@@ -61,6 +62,7 @@ struct Executor::Plan {
   std::vector<int> feed_slots;       // per feed, in the order of the FeedList
   std::vector<int> fetch_slots;      // per fetch
   std::vector<std::string> devices;  // the items' first, then those only fed nodes are on
+  std::vector<const Device*> placed;  // per entry of devices: the Device (resolved at plan build)
   size_t num_item_devices = 0;
   int num_slots = 0;
   // The fed nodes that do not run in the step: traced steps record each one as a node whose
