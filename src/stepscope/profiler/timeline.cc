@@ -13,56 +13,15 @@
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/gpu_activity.h"
 #include "stepscope/profiler/node_cost.h"
+#include "stepscope/profiler/internal/timeline_impl.h"
 #include "stepscope/runtime/step_stats.h"
 
 namespace stepscope {
 
 namespace {
 
-constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-
-// Name → index of a name in `names`, open addressing: 8 bytes a slot (the table of a
-// 10,000-node step stays in L2), names compared only when their hashes' top bits match.
-class NameIndex {
- public:
-  void reset(std::span<const std::string_view> names) {
-    size_t cap = 16;
-    while (cap < 2 * names.size()) cap *= 2;
-    slots_.assign(cap, Slot{});
-    mask_ = cap - 1;
-    names_ = names;
-    // A later name equal to an earlier one wins (as TensorFlow's dict does).
-    for (size_t i = 0; i < names.size(); ++i) {
-      const size_t h = hash(names[i]);
-      for (size_t at = h & mask_;; at = (at + 1) & mask_) {
-        Slot& slot = slots_[at];
-        if (slot.value < 0 || (slot.tag == tag(h) && names_[slot.value] == names[i])) {
-          slot = {tag(h), static_cast<int32_t>(i)};
-          break;
-        }
-      }
-    }
-  }
-  int32_t find(std::string_view key) const {
-    const size_t h = hash(key);
-    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
-      const Slot& slot = slots_[at];
-      if (slot.value < 0) return -1;
-      if (slot.tag == tag(h) && names_[slot.value] == key) return slot.value;
-    }
-  }
-
- private:
-  struct Slot {
-    uint32_t tag = 0;
-    int32_t value = -1;
-  };
-  static size_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
-  static uint32_t tag(size_t h) { return static_cast<uint32_t>(h >> 32); }
-  std::vector<Slot> slots_;
-  size_t mask_ = 0;
-  std::span<const std::string_view> names_;
-};
+using timeline_internal::kNever;
+using timeline_internal::NameIndex;
 
 void append_dims(json_out::Sink& s, const Shape& shape) {
   if (!shape.known_rank()) {
@@ -83,112 +42,6 @@ void append_dims(json_out::Sink& s, const Shape& shape) {
 }
 
 }  // namespace
-
-struct Timeline::Impl {
-  struct Step {
-    const StepStats* stats;
-    int64_t shift;               // trace-relative ns = the step's clock + shift
-    int64_t start = 0, end = 0;  // trace-relative extent
-    int64_t number = -1;
-    int32_t lane = 0;  // of the step's slice in a window
-    size_t node_begin = 0, node_end = 0;
-  };
-  struct Node {
-    const NodeExecStats* ns;
-    std::string_view op;
-    int64_t start, end;  // trace-relative ns
-    int64_t flops = -1;
-    uint32_t input_begin, num_inputs;
-    uint32_t tensor_begin;  // its outputs' tensors: tensor_begin + output index
-    int32_t device, lane, step;
-  };
-  struct Input {
-    std::string_view name;
-    int32_t tensor;  // the producer's tensor; -1 when unknown
-  };
-  struct Tensor {
-    uint32_t node, index;
-    int64_t create, destroy;  // trace-relative ns (N and D)
-    int64_t last_unref;       // TensorFlow's estimate of the end of its life
-    bool recorded = false;    // lifetime from the allocator's records
-  };
-  // One allocation (with its free, if the step saw it) of one allocator.
-  struct Interval {
-    int64_t alloc, free;  // trace-relative ns; free = kNever when still live at the step's end
-    int64_t bytes;
-    int32_t tensor = -1;
-    uint32_t alloc_pos = 0, free_pos = std::numeric_limits<uint32_t>::max();
-  };
-  struct Point {
-    int64_t time;
-    int64_t delta;
-    uint32_t interval;
-  };
-  // One allocator in one step: its records in time order, and the running total after each.
-  struct Series {
-    std::string_view allocator;
-    int32_t step;
-    std::vector<Point> points;
-    std::vector<int64_t> totals;
-    size_t max_pos = 0;
-    int64_t max_bytes = -1;
-  };
-
-  const Graph* graph = nullptr;
-  bool window = false;
-  std::vector<Step> steps;
-  std::vector<std::string_view> devices;
-  std::vector<int32_t> num_lanes;  // per device
-  std::vector<char> gpu_tracer;    // per device: is_gpu_tracer_device
-  std::vector<Node> nodes;
-  std::vector<std::string_view> names;  // of the nodes (what inputs are looked up in)
-  std::vector<Input> inputs;
-  std::deque<std::string> input_names;  // "node:k" of the graph's inputs (Input::name views them)
-  std::vector<Tensor> tensors;
-  std::vector<Interval> intervals;
-  std::vector<Series> series;
-  int64_t base_wall_ns = 0;  // wall clock of trace time 0 (0: unknown)
-  int32_t num_step_lanes = 0;
-  mutable std::once_flag dataflow_done, memory_done;
-
-  void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
-  // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
-  const stepscope::Node* node_of(const NodeExecStats& ns) const {
-    if (ns.node_id >= 0 && ns.node_id < graph->num_nodes()) {
-      const stepscope::Node* candidate = graph->node(ns.node_id);
-      if (candidate->name() == ns.node_name) return candidate;
-    }
-    return ns.node_name.empty() ? nullptr : graph->find_node(ns.node_name);
-  }
-  // lane_lists: each device's lanes (the end of each lane's last node), kept across the steps
-  // of a window so that later steps reuse the lanes.
-  void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);
-  void resolve_dataflow(size_t k, NameIndex& index);
-  void analyze_memory(size_t k);
-  template <typename SeriesOf>
-  void memory_from_outputs(size_t k, SeriesOf& series_of);
-  // The dataflow (inputs resolved) and memory analyses, done when a trace first needs them.
-  void need_dataflow() const;
-  void need_memory() const;
-  void write(json_out::Sink& s, const ChromeTraceOptions& options) const;
-  void write_snapshot(json_out::Sink& s, const Tensor& t) const;
-  void write_tensor_name(json_out::Sink& s, const Tensor& t) const {
-    s.str_body(nodes[t.node].ns->node_name);
-    if (t.index) {
-      s.ch(':');
-      s.u64(t.index);
-    }
-  }
-  std::string tensor_name(const Tensor& t) const {
-    std::string name(nodes[t.node].ns->node_name);
-    if (t.index) name += ":" + std::to_string(t.index);
-    return name;
-  }
-  int pid_compute(int32_t device) const { return 2 * device + 1; }
-  int pid_tensors(int32_t device) const { return 2 * device + 2; }
-  int pid_steps() const { return 2 * static_cast<int>(devices.size()) + 1; }
-  std::map<std::string, AllocationMaximum> maximums() const;
-};
 
 void Timeline::Impl::build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers) {
   // Each step's origin on its own clock: its base, or its first node when it has none (a
@@ -364,156 +217,6 @@ void Timeline::Impl::resolve_dataflow(size_t k, NameIndex& index) {
   }
 }
 
-// The step's allocation records, per allocator, paired into buffers (an allocation with its
-// free); each output tensor takes the buffer it was allocated in, so its object lives exactly
-// as long as its memory did.
-void Timeline::Impl::analyze_memory(size_t k) {
-  Step& step = steps[k];
-  const size_t first_series = series.size();
-  auto series_of = [&](std::string_view allocator) -> Series& {
-    for (size_t i = first_series; i < series.size(); ++i)
-      if (series[i].allocator == allocator) return series[i];
-    series.push_back({allocator, static_cast<int32_t>(k), {}, {}});
-    return series.back();
-  };
-  std::vector<uint32_t> open;  // intervals of the current node and allocator not yet freed
-  struct Alias {
-    std::string_view allocator;
-    int64_t id;
-    int32_t tensor;
-    bool operator<(const Alias& o) const { return id != o.id ? id < o.id : allocator < o.allocator; }
-  };
-  std::vector<Alias> aliases;
-  bool has_records = false;
-  for (size_t i = step.node_begin; i < step.node_end && !has_records; ++i)
-    for (const AllocatorMemoryUsed& m : nodes[i].ns->memory) has_records |= !m.allocation_records.empty();
-  if (!has_records) memory_from_outputs(k, series_of);
-  for (size_t i = step.node_begin; i < step.node_end && has_records; ++i) {
-    const Node& n = nodes[i];
-    const NodeExecStats& ns = *n.ns;
-    for (const AllocatorMemoryUsed& m : ns.memory) {
-      if (m.allocation_records.empty()) continue;
-      Series& s = series_of(m.allocator_name);
-      const uint32_t first_interval = static_cast<uint32_t>(intervals.size());
-      open.clear();
-      for (const AllocationRecord& r : m.allocation_records) {
-        const int64_t t = r.alloc_ns + step.shift;
-        if (r.alloc_bytes >= 0) {
-          open.push_back(static_cast<uint32_t>(intervals.size()));
-          s.points.push_back({t, r.alloc_bytes, static_cast<uint32_t>(intervals.size())});
-          intervals.push_back({t, kNever, r.alloc_bytes});
-          continue;
-        }
-        // A free: of the latest open buffer of that size (buffers of one size allocated at
-        // the same moment are interchangeable).
-        auto it = std::find_if(open.rbegin(), open.rend(),
-                               [&](uint32_t iv) { return intervals[iv].bytes == -r.alloc_bytes; });
-        if (it == open.rend()) continue;  // a free without its allocation: not this step's buffer
-        intervals[*it].free = t;
-        s.points.push_back({t, r.alloc_bytes, *it});
-        open.erase(std::next(it).base());
-      }
-      // Outputs allocated here take the buffer of their size that lived longest.
-      for (uint32_t o = 0; o < ns.output.size(); ++o) {
-        const AllocationDescription& ad = ns.output[o].tensor_description.allocation_description;
-        if (ad.allocator_name != m.allocator_name) continue;
-        int32_t best = -1;
-        for (uint32_t iv = first_interval; iv < intervals.size(); ++iv) {
-          const Interval& v = intervals[iv];
-          if (v.tensor >= 0 || v.bytes != ad.requested_bytes) continue;
-          if (best < 0 || v.free > intervals[best].free) best = static_cast<int32_t>(iv);
-        }
-        if (best < 0) continue;
-        const int32_t t = static_cast<int32_t>(n.tensor_begin + o);
-        Interval& v = intervals[best];
-        v.tensor = t;
-        Tensor& tensor = tensors[t];
-        tensor.recorded = true;
-        tensor.create = v.alloc;
-        tensor.destroy = v.free == kNever ? step.end : v.free;
-        if (ad.allocation_id != 0) aliases.push_back({ad.allocator_name, ad.allocation_id, t});
-      }
-    }
-  }
-  // Outputs that forward a buffer allocated in the step (Identity, Reshape, ...) live as long
-  // as that buffer.
-  std::sort(aliases.begin(), aliases.end());
-  if (!aliases.empty()) {
-    for (size_t i = step.node_begin; i < step.node_end; ++i) {
-      const Node& n = nodes[i];
-      for (uint32_t o = 0; o < n.ns->output.size(); ++o) {
-        Tensor& tensor = tensors[n.tensor_begin + o];
-        if (tensor.recorded) continue;
-        const AllocationDescription& ad = n.ns->output[o].tensor_description.allocation_description;
-        const Alias key{ad.allocator_name, ad.allocation_id, -1};
-        auto it = std::lower_bound(aliases.begin(), aliases.end(), key);
-        if (it == aliases.end() || key < *it || ad.allocation_id == 0) continue;
-        const Tensor& owner = tensors[it->tensor];
-        tensor.recorded = true;
-        tensor.create = std::max(n.start, owner.create);
-        tensor.destroy = std::max(tensor.create, owner.destroy);
-      }
-    }
-  }
-  // Running totals, in time order (a node's records are in order already; a stable sort keeps
-  // each allocation before its free at equal times). The maximum: first reached wins.
-  for (size_t i = first_series; i < series.size(); ++i) {
-    Series& s = series[i];
-    std::stable_sort(s.points.begin(), s.points.end(), [](const Point& a, const Point& b) { return a.time < b.time; });
-    s.totals.resize(s.points.size());
-    int64_t total = 0;
-    for (size_t p = 0; p < s.points.size(); ++p) {
-      const Point& pt = s.points[p];
-      // Saturating: the byte counts of a hostile file must not overflow (real ones are far below).
-      if (__builtin_add_overflow(total, pt.delta, &total))
-        total = pt.delta > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-      s.totals[p] = total;
-      if (pt.delta >= 0) {
-        intervals[pt.interval].alloc_pos = static_cast<uint32_t>(p);
-      } else {
-        intervals[pt.interval].free_pos = static_cast<uint32_t>(p);
-      }
-      if (total > s.max_bytes) {
-        s.max_bytes = total;
-        s.max_pos = p;
-      }
-    }
-  }
-}
-
-// TensorFlow's rules for a step without allocation records (what most RunMetadata files real
-// TensorFlow writes hold): each output is a buffer of its requested_bytes in its allocator,
-// allocated when its producer starts and freed at its last use (the tensor's last_unref); at
-// equal times frees come first, then smaller allocations, then by tensor name (TF's tuple sort).
-template <typename SeriesOf>
-void Timeline::Impl::memory_from_outputs(size_t k, SeriesOf& series_of) {
-  const Step& step = steps[k];
-  const size_t first_series = series.size();
-  for (size_t i = step.node_begin; i < step.node_end; ++i) {
-    const Node& n = nodes[i];
-    for (uint32_t o = 0; o < n.ns->output.size(); ++o) {
-      const AllocationDescription& ad = n.ns->output[o].tensor_description.allocation_description;
-      if (ad.allocator_name.empty()) continue;  // no description: no memory to draw
-      Series& sr = series_of(ad.allocator_name);
-      const int32_t t = static_cast<int32_t>(n.tensor_begin + o);
-      const Tensor& tensor = tensors[t];
-      const auto iv = static_cast<uint32_t>(intervals.size());
-      const int64_t free = std::max(tensor.create, tensor.last_unref);
-      intervals.push_back({tensor.create, free, ad.requested_bytes, t});
-      sr.points.push_back({tensor.create, ad.requested_bytes, iv});
-      sr.points.push_back({free, -ad.requested_bytes, iv});
-    }
-  }
-  for (size_t i = first_series; i < series.size(); ++i) {
-    std::vector<Point>& points = series[i].points;
-    std::sort(points.begin(), points.end(), [&](const Point& a, const Point& b) {
-      if (a.time != b.time) return a.time < b.time;
-      if (a.delta != b.delta) return a.delta < b.delta;
-      return tensor_name(tensors[intervals[a.interval].tensor]) < tensor_name(tensors[intervals[b.interval].tensor]);
-    });
-  }
-}
-
 // Logically const: results computed once, on first use (what the constructor leaves out, so a
 // trace of ops alone does not pay for them).
 void Timeline::Impl::need_dataflow() const {
@@ -522,38 +225,6 @@ void Timeline::Impl::need_dataflow() const {
     NameIndex index;
     for (size_t k = 0; k < steps.size(); ++k) self->resolve_dataflow(k, index);
   });
-}
-
-void Timeline::Impl::need_memory() const {
-  need_dataflow();
-  std::call_once(memory_done, [this] {
-    auto* self = const_cast<Impl*>(this);
-    for (size_t k = 0; k < steps.size(); ++k) self->analyze_memory(k);
-  });
-}
-
-std::map<std::string, AllocationMaximum> Timeline::Impl::maximums() const {
-  need_memory();
-  std::map<std::string, AllocationMaximum> result;
-  for (const Series& s : series) {
-    if (s.points.empty()) continue;
-    auto [it, inserted] = result.try_emplace(std::string(s.allocator));
-    AllocationMaximum& m = it->second;
-    if (!inserted && s.max_bytes <= m.num_bytes) continue;
-    const Step& step = steps[s.step];
-    m.timestamp_ns = s.points[s.max_pos].time - step.shift;
-    m.num_bytes = s.max_bytes;
-    m.tensors.clear();
-    for (const Point& p : s.points) {
-      if (p.delta < 0) continue;
-      const Interval& v = intervals[p.interval];
-      if (v.tensor < 0 || v.alloc_pos > s.max_pos || v.free_pos <= s.max_pos) continue;
-      m.tensors.push_back(tensor_name(tensors[v.tensor]));
-    }
-    std::sort(m.tensors.begin(), m.tensors.end());
-    m.tensors.erase(std::unique(m.tensors.begin(), m.tensors.end()), m.tensors.end());
-  }
-  return result;
 }
 
 void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
