@@ -8,7 +8,7 @@
 // turns it off for every Graph created afterwards, Graph::set_capture_call_stacks per graph.
 // It costs ~0.26 µs a node (bench/graph_build_bench.cc) with libunwind's cached unwinder
 // (libunwind.so.8, loaded at run time when present), ~3-5 µs with libgcc's _Unwind_Backtrace,
-// the fallback (STEPSCOPE_CAPTURE_UNWINDER=libgcc forces it).
+// the fallback (STEPSCOPE_CAPTURE_UNWINDER=libgcc forces it; sanitizer builds always use it).
 #pragma once
 
 #include <cstdint>
