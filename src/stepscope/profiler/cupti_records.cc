@@ -36,17 +36,23 @@ GpuCopyKind copy_kind(uint8_t kind) {
   }
 }
 
+// What every CUPTI activity record of these kinds carries, under the same field names.
+template <typename Record>
+void fill_common(GpuActivity& a, const Record& r) {
+  a.start_ns = static_cast<int64_t>(r.start);
+  a.end_ns = static_cast<int64_t>(r.end);
+  a.device_id = r.deviceId;
+  a.context_id = r.contextId;
+  a.stream_id = r.streamId;
+  a.correlation_id = r.correlationId;
+}
+
 }  // namespace
 
 GpuActivity gpu_activity_from_cupti(const CUpti_ActivityKernel10& k) {
   GpuActivity a;
   a.kind = GpuActivityKind::kKernel;
-  a.start_ns = static_cast<int64_t>(k.start);
-  a.end_ns = static_cast<int64_t>(k.end);
-  a.device_id = k.deviceId;
-  a.context_id = k.contextId;
-  a.stream_id = k.streamId;
-  a.correlation_id = k.correlationId;
+  fill_common(a, k);
   a.name = demangled(k.name);
   a.grid[0] = k.gridX, a.grid[1] = k.gridY, a.grid[2] = k.gridZ;
   a.block[0] = k.blockX, a.block[1] = k.blockY, a.block[2] = k.blockZ;
@@ -58,12 +64,7 @@ GpuActivity gpu_activity_from_cupti(const CUpti_ActivityKernel10& k) {
 GpuActivity gpu_activity_from_cupti(const CUpti_ActivityMemcpy6& c) {
   GpuActivity a;
   a.kind = GpuActivityKind::kMemcpy;
-  a.start_ns = static_cast<int64_t>(c.start);
-  a.end_ns = static_cast<int64_t>(c.end);
-  a.device_id = c.deviceId;
-  a.context_id = c.contextId;
-  a.stream_id = c.streamId;
-  a.correlation_id = c.correlationId;
+  fill_common(a, c);
   a.bytes = c.bytes;
   a.copy_kind = copy_kind(c.copyKind);
   a.async = (c.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0;
@@ -74,12 +75,7 @@ GpuActivity gpu_activity_from_cupti(const CUpti_ActivityMemcpy6& c) {
 GpuActivity gpu_activity_from_cupti(const CUpti_ActivityMemset4& m) {
   GpuActivity a;
   a.kind = GpuActivityKind::kMemset;
-  a.start_ns = static_cast<int64_t>(m.start);
-  a.end_ns = static_cast<int64_t>(m.end);
-  a.device_id = m.deviceId;
-  a.context_id = m.contextId;
-  a.stream_id = m.streamId;
-  a.correlation_id = m.correlationId;
+  fill_common(a, m);
   a.bytes = m.bytes;
   a.async = (m.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0;
   return a;
