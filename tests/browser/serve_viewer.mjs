@@ -174,6 +174,20 @@ try {
   check(reports === Object.keys(advice.advice.checkers).length, `advisor: ${reports} reports`);
   await shot('advice');
   console.log(`advice: ${pathRows} ops on the critical path, ${reports} checkers`);
+  // What if the op type with the most time on the path ran 4x faster: the replayed path is shown.
+  const byType = {};
+  for (const op of advice.critical_path.path) byType[op.op_type] = (byType[op.op_type] || 0) + op.duration_ns;
+  const opType = Object.entries(byType).sort((a, b) => b[1] - a[1])[0][0];
+  await page.fill('form.what-if input[name=what_if]', opType);
+  await page.fill('form.what-if input[name=speedup]', '4');
+  await page.click('form.what-if button');
+  await page.waitForSelector('p.what-if-result', { timeout: 30000 });
+  const replay = await getJson(`/api/advise/${apiPath(run.path)}?step=${advice.step}&what_if=${encodeURIComponent(opType)}&speedup=4`);
+  const replayRows = await page.locator('table.what-if-path tbody tr').count();
+  check(replayRows === replay.what_if.after.path.length, `what-if: ${replayRows} rows, the replayed path has ${replay.what_if.after.path.length}`);
+  check((await page.locator('p.what-if-result').textContent()).startsWith(`What if ${opType} (`), 'what-if: no result line');
+  await shot('what_if');
+  console.log(`what-if ${opType} 4x: ${replay.what_if.wall_ns} -> ${replay.what_if.new_wall_ns} ns`);
 
   // 7. Memory: the first trace (of any run) that has memory tracks.
   let memoryShown = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "stepscope/base/error.h"
 #include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
@@ -168,10 +170,64 @@ class PathFinder {
       op.via = edge;
       path.path_busy_ns += op.duration_ns;
       path.path_wait_ns += op.wait_ns;
+      if (is_input_op_type(op.op_type)) path.path_input_ns += op.duration_ns;
       prev_end = std::max(prev_end, r.end);
       path.ops.push_back(std::move(op));
     }
     return path;
+  }
+
+  // Replays the recorded schedule with the ops matching `target` (node name or op type) made
+  // `speedup` times faster, writing the new times into the node records this finder was built
+  // on (the caller's own copy of the step). Returns how many records matched.
+  int replay(std::string_view target, double speedup) {
+    const size_t n = records_.size();
+    std::vector<int> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return records_[a].start < records_[b].start; });
+    int64_t step_start = std::numeric_limits<int64_t>::max();
+    for (const Record& r : records_) step_start = std::min(step_start, r.start);
+    std::vector<int64_t> new_end(n, 0);
+    std::vector<bool> replayed(n, false);
+    // Per thread: when its previous op ended, recorded and replayed.
+    std::map<std::pair<std::string_view, uint32_t>, std::pair<int64_t, int64_t>> thread_free;
+    std::vector<Predecessor> preds;
+    int matched = 0;
+    for (int i : order) {
+      const Record& r = records_[i];
+      preds.clear();
+      predecessors(r, preds);
+      int64_t ready = step_start, new_ready = step_start;
+      for (const Predecessor& p : preds) {
+        const Record& q = records_[p.record];
+        if (q.end > r.start) continue;  // not what held it back (another device's clock)
+        ready = std::max(ready, q.end);
+        new_ready = std::max(new_ready, replayed[p.record] ? new_end[p.record] : q.end);
+      }
+      auto [it, first_on_thread] = thread_free.try_emplace({r.device, r.stats->thread_id}, step_start, step_start);
+      const auto [thread_end, new_thread_end] = it->second;
+      // The dispatch delay the op had once both its inputs and its thread were free: kept.
+      const int64_t delay = std::max<int64_t>(0, r.start - std::max(ready, thread_end));
+      const int64_t start = std::max(new_ready, new_thread_end) + delay;
+      int64_t duration = r.end - r.start;
+      const std::string_view op_type = r.stats->op_type.empty() && r.node ? r.node->op_type() : r.stats->op_type;
+      const std::string_view name =
+          r.stats->node_name.empty() && r.node ? std::string_view(r.node->name()) : r.stats->node_name;
+      if (name == target || op_type == target) {
+        duration = static_cast<int64_t>(std::llround(static_cast<double>(duration) / speedup));
+        ++matched;
+      }
+      new_end[i] = start + duration;
+      replayed[i] = true;
+      it->second = {std::max(thread_end, r.end), std::max(new_thread_end, new_end[i])};
+      NodeExecStats& ns = const_cast<NodeExecStats&>(*r.stats);  // the caller's copy
+      if (ns.scheduled_ns != 0) ns.scheduled_ns = new_ready;
+      ns.all_start_ns = start;
+      ns.op_start_rel_ns = 0;
+      ns.op_end_rel_ns = duration;
+      ns.all_end_rel_ns = duration;
+    }
+    return matched;
   }
 
  private:
@@ -306,14 +362,70 @@ CriticalPath critical_path(const Graph& graph, const StepStats& step) { return P
 
 CriticalPath critical_path(const StepStats& step) { return PathFinder(nullptr, step).find(step); }
 
+bool is_input_op_type(std::string_view op_type) {
+  return op_type.starts_with("IteratorGetNext") || op_type == "MakeIterator" || op_type == "OneShotIterator";
+}
+
+WhatIf what_if(const Graph* graph, const StepStats& step, std::string_view target, double speedup) {
+  if (!(speedup > 0) || !std::isfinite(speedup))
+    throw InvalidArgumentError("what-if: the speedup must be a finite number > 0, given: " + std::to_string(speedup));
+  WhatIf result;
+  result.target = std::string(target);
+  result.speedup = speedup;
+  result.before = PathFinder(graph, step).find(step);
+  StepStats replayed = step;
+  result.matched_ops = PathFinder(graph, replayed).replay(target, speedup);
+  if (result.matched_ops == 0)
+    throw NotFoundError("what-if: no op named or of type '" + std::string(target) + "' ran in the step");
+  result.after = PathFinder(graph, replayed).find(replayed);
+  return result;
+}
+
+namespace {
+bool same_ops(const CriticalPath& a, const CriticalPath& b) {
+  if (a.ops.size() != b.ops.size()) return false;
+  for (size_t i = 0; i < a.ops.size(); ++i)
+    if (a.ops[i].name != b.ops[i].name) return false;
+  return true;
+}
+}  // namespace
+
+std::string WhatIf::to_text(const CriticalPathTextOptions& options) const {
+  std::string out;
+  const TimeUnit u = unit_for(before.wall_ns);
+  const double change =
+      before.wall_ns > 0 ? 100.0 * static_cast<double>(after.wall_ns - before.wall_ns) / before.wall_ns : 0;
+  append(out, "What if %s (%d op%s) ran %.2fx faster: wall %.3f %s -> %.3f %s (%+.1f%%)\n", target.c_str(), matched_ops,
+         matched_ops == 1 ? "" : "s", speedup, static_cast<double>(before.wall_ns) / u.ns, u.name,
+         static_cast<double>(after.wall_ns) / u.ns, u.name, change);
+  out += same_ops(before, after) ? "The critical path stays on the same ops.\n"
+                                 : "The critical path moves: the replayed step's is below.\n";
+  return out + after.to_text(options);
+}
+
+std::string WhatIf::to_json() const {
+  std::string out = "{\"target\":";
+  json_out::append_string(out, target);
+  append(out,
+         ",\"speedup\":%.6g,\"matched_ops\":%d,\"wall_ns\":%" PRId64 ",\"new_wall_ns\":%" PRId64 ",\"path_moved\":%s",
+         speedup, matched_ops, before.wall_ns, after.wall_ns, same_ops(before, after) ? "false" : "true");
+  return out + ",\"before\":" + before.to_json() + ",\"after\":" + after.to_json() + "}";
+}
+
 std::string CriticalPath::to_text(const CriticalPathTextOptions& options) const {
   std::string out;
   if (ops.empty()) return "Critical path: the step ran no ops.\n";
   const TimeUnit u = unit_for(wall_ns);
   auto t = [&u](int64_t ns) { return static_cast<double>(ns) / u.ns; };
   auto pct = [this](int64_t ns) { return wall_ns > 0 ? 100.0 * static_cast<double>(ns) / wall_ns : 0.0; };
-  append(out, "Critical path: %zu of %d ops, wall time %.3f %s (ops %.1f%%, waiting %.1f%%)\n", ops.size(), num_ops,
-         t(wall_ns), u.name, pct(path_busy_ns), pct(path_wait_ns));
+  if (path_input_ns > 0) {
+    append(out, "Critical path: %zu of %d ops, wall time %.3f %s (compute %.1f%%, input %.1f%%, waiting %.1f%%)\n",
+           ops.size(), num_ops, t(wall_ns), u.name, pct(path_busy_ns - path_input_ns), pct(path_input_ns),
+           pct(path_wait_ns));
+  } else {
+    append(out, "Critical path: %zu of %d ops, wall time %.3f %s (ops %.1f%%, waiting %.1f%%)\n", ops.size(), num_ops,
+           t(wall_ns), u.name, pct(path_busy_ns), pct(path_wait_ns));
+  }
   append(out, "Busy time of all ops: %.3f %s on %zu thread%s, parallelism %.2f\n", t(busy_ns), u.name, threads.size(),
          threads.size() == 1 ? "" : "s", parallelism);
 
@@ -371,8 +483,9 @@ std::string CriticalPath::to_json() const {
   out.reserve(256 + ops.size() * 256 + threads.size() * 128);
   append(out,
          "{\"wall_ns\":%" PRId64 ",\"busy_ns\":%" PRId64
-         ",\"num_ops\":%d,\"parallelism\":%.6f,\"path_busy_ns\":%" PRId64 ",\"path_wait_ns\":%" PRId64 ",\"path\":[",
-         wall_ns, busy_ns, num_ops, parallelism, path_busy_ns, path_wait_ns);
+         ",\"num_ops\":%d,\"parallelism\":%.6f,\"path_busy_ns\":%" PRId64 ",\"path_wait_ns\":%" PRId64
+         ",\"path_input_ns\":%" PRId64 ",\"path\":[",
+         wall_ns, busy_ns, num_ops, parallelism, path_busy_ns, path_wait_ns, path_input_ns);
   for (size_t i = 0; i < ops.size(); ++i) {
     const CriticalPathOp& op = ops[i];
     if (i) out += ',';

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepscope {
@@ -78,6 +79,10 @@ struct CriticalPath {
   int num_ops = 0;                  // ops in the step
   int64_t path_busy_ns = 0;         // sum of the path's durations
   int64_t path_wait_ns = 0;         // sum of the path's waits
+  // Of path_busy_ns, the input pipeline's ops (IteratorGetNext and the other iterator ops): the
+  // path by category is compute (path_busy_ns - path_input_ns), input and waiting. (Hooks run
+  // between steps, outside a step's trace.)
+  int64_t path_input_ns = 0;
   // busy_ns / wall_ns: how many ops were running at once on average.
   double parallelism = 0;
   std::vector<ThreadUtilisation> threads;  // by device, then thread id
@@ -102,5 +107,30 @@ CriticalPath critical_path(const Graph& graph, const StepStats& step);
 // Without the graph (a RunMetadata read back from a file): the data inputs are taken from each
 // node's timeline_label ("name = Op(in0, in1:1)"); control edges are not known.
 CriticalPath critical_path(const StepStats& step);
+
+// Whether an op type belongs to the input pipeline (IteratorGetNext, IteratorGetNextSync, ...).
+bool is_input_op_type(std::string_view op_type);
+
+// What if one op (by node name) or every op of one type ran `speedup` times faster? The step's
+// recorded schedule is replayed: each op on the thread that ran it, in the order it ran there,
+// starting when its inputs (data and control, as the critical path sees them) and its thread
+// are free, plus the dispatch delay it had then; the chosen ops' durations are divided by
+// `speedup`. Replayed unchanged (speedup 1) it gives the recorded times back. The critical path
+// of the replayed step is found again: it may move to other ops.
+struct WhatIf {
+  std::string target;
+  double speedup = 1;
+  int matched_ops = 0;  // runs of the target in the step
+  CriticalPath before;  // the recorded step's
+  CriticalPath after;   // the replayed step's
+  // "What if MatMul (3 ops) ran 2.00x faster: wall 1.234 ms -> 0.987 ms (-20.0%)", whether the
+  // path moved, and the new path's table.
+  std::string to_text(const CriticalPathTextOptions& options = {}) const;
+  // {"target", "speedup", "matched_ops", "wall_ns", "new_wall_ns", "path_moved", "before", "after"}
+  std::string to_json() const;
+};
+// InvalidArgumentError for a speedup that is not a finite number > 0; NotFoundError naming the
+// target when no op of the step has that name or type. `graph` may be null (edges from labels).
+WhatIf what_if(const Graph* graph, const StepStats& step, std::string_view target, double speedup);
 
 }  // namespace stepscope

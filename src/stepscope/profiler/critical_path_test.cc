@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "stepscope/base/error.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
@@ -463,6 +464,70 @@ TEST(CriticalPath, RealTracedTrainingStep) {
   }
   EXPECT_NO_THROW(nlohmann::json::parse(p.to_json()));
   if (::testing::Test::HasFailure()) std::cerr << p.to_text();
+}
+
+// What-if: the recorded schedule replayed with one op (or op type) faster.
+TEST(WhatIf, UnchangedItGivesTheRecordedStepBack) {
+  Diamond d;
+  const WhatIf w = what_if(&d.g, d.step(), "long", 1.0);
+  EXPECT_EQ(w.matched_ops, 1);
+  EXPECT_EQ(w.after.wall_ns, w.before.wall_ns);
+  EXPECT_EQ(names(w.after), names(w.before));
+  EXPECT_EQ(w.after.busy_ns, w.before.busy_ns);
+}
+
+TEST(WhatIf, AFasterOpShortensTheStepAndThePathMayMove) {
+  Diamond d;
+  // long: 88 ns -> 22; it still ends after short (34 > 30): same path, sink starts 4 ns after it.
+  WhatIf w = what_if(&d.g, d.step(), "long", 4.0);
+  EXPECT_EQ(w.before.wall_ns, 120);
+  EXPECT_EQ(w.after.wall_ns, 54);
+  EXPECT_EQ(names(w.after), (std::vector<std::string>{"src", "long", "sink"}));
+  EXPECT_NE(w.to_text().find("What if long (1 op) ran 4.00x faster: wall 0.120 us -> 0.054 us (-55.0%)\n"
+                             "The critical path stays on the same ops.\n"),
+            std::string::npos)
+      << w.to_text();
+  // 10x: long ends at 21, before short (30): the path moves to the short branch.
+  w = what_if(&d.g, d.step(), "Square", 10.0);  // by op type
+  EXPECT_EQ(w.after.wall_ns, 50);
+  EXPECT_EQ(names(w.after), (std::vector<std::string>{"src", "short", "sink"}));
+  EXPECT_NE(w.to_text().find("The critical path moves"), std::string::npos);
+  const auto json = nlohmann::json::parse(w.to_json());
+  EXPECT_EQ(json["new_wall_ns"], 50);
+  EXPECT_EQ(json["path_moved"], true);
+  EXPECT_EQ(json["after"]["path"].size(), 3u);
+  // Without the graph (edges from the labels) the same.
+  StepStats s = d.step();
+  EXPECT_EQ(what_if(nullptr, s, "long", 10.0).after.wall_ns, critical_path(s).wall_ns - 70);
+}
+
+TEST(WhatIf, BadTargetsAndSpeedupsAreNamed) {
+  Diamond d;
+  try {
+    what_if(&d.g, d.step(), "MatMul", 2.0);
+    FAIL();
+  } catch (const NotFoundError& e) {
+    EXPECT_STREQ(e.what(), "what-if: no op named or of type 'MatMul' ran in the step");
+  }
+  EXPECT_THROW(what_if(&d.g, d.step(), "long", 0.0), InvalidArgumentError);
+  EXPECT_THROW(what_if(&d.g, d.step(), "long", std::nan("")), InvalidArgumentError);
+}
+
+TEST(CriticalPath, InputOpsAreTheirOwnCategory) {
+  Graph g;
+  Scope s(g);
+  Output x = constant(s.with_op_name("x"), 1.0f);
+  Output y = neg(s.with_op_name("y"), x);
+  StepStats step = step_of({run_of(x, 0, 0, 30), run_of(y, 30, 30, 100)});
+  step.dev_stats[0].node_stats[0].op_type = StepStats::intern("IteratorGetNext");
+  const CriticalPath p = critical_path(step);
+  EXPECT_EQ(p.path_input_ns, 30);
+  EXPECT_EQ(
+      p.to_text().rfind("Critical path: 2 of 2 ops, wall time 0.100 us (compute 70.0%, input 30.0%, waiting 0.0%)", 0),
+      0u)
+      << p.to_text();
+  EXPECT_TRUE(is_input_op_type("IteratorGetNext"));
+  EXPECT_FALSE(is_input_op_type("MatMul"));
 }
 
 }  // namespace

@@ -230,6 +230,12 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   cp_meta->excludes(cp_prof);
   cp_command->add_option("--step", cp_step, "With --profile: the step (-1: the latest)")->capture_default_str();
   cp_command->add_flag("--json", cp_json, "JSON instead of text");
+  std::string what_if_target;
+  double what_if_speedup = 2.0;
+  cp_command->add_option("--what-if", what_if_target,
+                         "Replay the step with this op (node name) or op type faster, and show the new wall time "
+                         "and critical path");
+  cp_command->add_option("--speedup", what_if_speedup, "With --what-if: how many times faster")->capture_default_str();
   add_limit(*cp_command);
 
   // serve
@@ -320,6 +326,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
         write_file_atomically(timeline_output, trace, gz);
         out << "wrote " << timeline_output << " (" << trace.size() << " bytes of JSON)\n";
       } else {
+        if (!what_if_target.empty()) {
+          const WhatIf w = what_if(nullptr, step, what_if_target, what_if_speedup);
+          out << (cp_json ? w.to_json() + "\n" : w.to_text());
+          return 0;
+        }
         const CriticalPath path = critical_path(step);
         out << (cp_json ? path.to_json() + "\n" : path.to_text());
       }

@@ -214,6 +214,26 @@ TEST_F(CliTest, CriticalPathOfASavedStep) {
   EXPECT_EQ(json["path"].back()["op_type"], "NoOp") << r.out;
 }
 
+TEST_F(CliTest, WhatIfAnOpTypeRanFaster) {
+  CliResult r =
+      cli({"critical_path", "--run_meta", path("run_metadata-3.pb"), "--what-if", "MatMul", "--speedup", "3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("What if MatMul (", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("ran 3.00x faster: wall "), std::string::npos) << r.out;
+  r = cli({"critical_path", "--profile", path("profile"), "--what-if", "MatMul", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["speedup"], 2.0);
+  EXPECT_GT(json["matched_ops"].get<int>(), 0);
+  EXPECT_LE(json["new_wall_ns"].get<int64_t>(), json["wall_ns"].get<int64_t>());
+  r = cli({"critical_path", "--profile", path("profile"), "--what-if", "Conv2D"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "stepscope: what-if: no op named or of type 'Conv2D' ran in the step\n");
+  r = cli({"critical_path", "--profile", path("profile"), "--what-if", "MatMul", "--speedup", "0"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("the speedup must be a finite number > 0"), std::string::npos) << r.err;
+}
+
 TEST(Cli, VersionPrintsTheProjectVersion) {
   const CliResult r = cli({"--version"});
   EXPECT_EQ(r.code, 0);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -206,15 +207,29 @@ HttpReply advise_reply(const ServedDirectory& served, std::string_view run_path,
     throw NotFoundError("the profile has no step " + std::to_string(step) + " (steps: " + steps_json(steps) + ")");
   const QuietLog quiet(*profiler);
   const AdviceProto advice = profiler->advise(AdvisorOptions::all(), /*print=*/false);
-  const CriticalPath path = critical_path(profiler->step_stats(step));
+  const StepStats stats = profiler->step_stats(step);
+  const CriticalPath path = critical_path(stats);
+  std::string what_if_json = "null";
+  if (auto it = params.find("what_if"); it != params.end() && !it->second.empty()) {
+    double speedup = 2.0;
+    if (auto sp = params.find("speedup"); sp != params.end()) {
+      const char* begin = sp->second.data();
+      char* end = nullptr;
+      speedup = std::strtod(begin, &end);
+      if (sp->second.empty() || end != begin + sp->second.size())
+        throw InvalidArgumentError("speedup must be a number, not '" + sp->second + "'");
+    }
+    what_if_json = what_if(nullptr, stats, it->second, speedup).to_json();
+  }
   std::string trace = "null";
   for (const RunFile& file : catalog.summary(dir).traces) {
     if (file.step != step) continue;
     trace.clear();
     json_out::append_string(trace, file.path);
   }
-  return json_reply("{\"step\":" + std::to_string(step) + ",\"steps\":" + steps_json(steps) + ",\"advice\":" +
-                    to_json(advice) + ",\"critical_path\":" + path.to_json() + ",\"trace\":" + trace + "}");
+  return json_reply("{\"step\":" + std::to_string(step) + ",\"steps\":" + steps_json(steps) +
+                    ",\"advice\":" + to_json(advice) + ",\"critical_path\":" + path.to_json() + ",\"trace\":" + trace +
+                    ",\"what_if\":" + what_if_json + "}");
 }
 
 std::string runs_json(const ServedDirectory& served) {

@@ -13,9 +13,12 @@
 //                               by tfprof's flag names (max_depth, min_micros, order_by, select=a,b,
 //                               account_type_regexes=..., step, ...), ProfileOptionBuilder's
 //                               defaults for the others, checked as the command line checks them
-//   /api/advise/<run>[?step=N]  {"step", "steps", "advice": {"checkers": ...}, "critical_path":
+//   /api/advise/<run>[?step=N][&what_if=OP&speedup=K]
+//                               {"step", "steps", "advice": {"checkers": ...}, "critical_path":
 //                               CriticalPath::to_json of the step (the latest by default),
-//                               "trace": the step's timeline or null}
+//                               "trace": the step's timeline or null, "what_if": WhatIf::to_json
+//                               of the step replayed with OP (a node or op type) K times faster
+//                               (default 2), or null}
 //
 // Errors are JSON too, {"error": "..."}: 400 for a bad option (tfprof's words), 404 for a run or
 // step that is not there, 422 for a file that is damaged (naming it, relative to the directory).

@@ -1,5 +1,6 @@
 #include "stepscope/tools/web_api.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -215,6 +216,19 @@ TEST_F(WebApiTest, TheAdvisorAndTheCriticalPathOfAStep) {
   EXPECT_TRUE(advice["trace"].is_null());  // no timeline of step 20
   EXPECT_EQ(get("/api/advise/train", "step=5", 404)["error"], "the profile has no step 5 (steps: [10,20,30])");
   EXPECT_EQ(get("/api/advise/train", "step=x", 400)["error"], "Invalid option '-step' value: 'x'");
+  // What if the MatMuls ran 4x faster?
+  const json w = get("/api/advise/train", "what_if=MatMul&speedup=4")["what_if"];
+  EXPECT_EQ(w["target"], "MatMul");
+  EXPECT_EQ(w["speedup"], 4.0);
+  EXPECT_GE(w["matched_ops"].get<int>(), 2);
+  EXPECT_LT(w["new_wall_ns"].get<int64_t>(), w["wall_ns"].get<int64_t>());
+  EXPECT_TRUE(get("/api/advise/train")["what_if"].is_null());
+  EXPECT_EQ(get("/api/advise/train", "what_if=Conv2D", 404)["error"],
+            "what-if: no op named or of type 'Conv2D' ran in the step");
+  EXPECT_EQ(get("/api/advise/train", "what_if=MatMul&speedup=fast", 400)["error"],
+            "speedup must be a number, not 'fast'");
+  EXPECT_THAT(get("/api/advise/train", "what_if=MatMul&speedup=-1", 400)["error"].get<std::string>(),
+              ::testing::HasSubstr("the speedup must be a finite number > 0"));
 }
 
 TEST_F(WebApiTest, PathsStayUnderTheServedDirectory) {

@@ -5,6 +5,7 @@
 
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/internal/critical_path_checker.h"
+#include "stepscope/profiler/tfprof/internal/input_pipeline_checker.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 
@@ -193,6 +194,7 @@ std::vector<std::unique_ptr<AdviceChecker>> builtin_advice_checkers() {
   checkers.push_back(std::make_unique<OperationChecker>());
   checkers.push_back(std::make_unique<ExpensiveOperationChecker>());
   checkers.push_back(std::make_unique<CriticalPathChecker>());
+  checkers.push_back(std::make_unique<InputPipelineChecker>());
   return checkers;
 }
 

@@ -127,11 +127,13 @@ TEST(Advisor, WithoutSteps) {
             "\nAcceleratorUtilizationChecker:\n"
             "\nCriticalPathChecker:\n"
             "\nExpensiveOperationChecker:\n"
+            "\nInputPipelineChecker:\n"
             "\nOperationChecker:\n");
   EXPECT_EQ(log.str(),
             "Missing RunMetadata info. Skip ExpensiveOperationChecker\n"
             "Missing run_meta for ExpensiveOperationChecker\n"
-            "Missing RunMetadata info. Skip CriticalPathChecker\n");
+            "Missing RunMetadata info. Skip CriticalPathChecker\n"
+            "Missing RunMetadata info. Skip InputPipelineChecker\n");
 }
 
 TEST_F(AdvisorTest, CriticalPathCheckerReportsTheLatestStep) {
@@ -142,6 +144,10 @@ TEST_F(AdvisorTest, CriticalPathCheckerReportsTheLatestStep) {
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].rfind("step 0: Critical path: 1 of 6 ops, wall time 12.000 us", 0), 0u) << reports[0];
   EXPECT_NE(reports[0].find("Conv2D   n2"), std::string::npos) << reports[0];
+  // And what the step would take with the path's top op type twice as fast.
+  EXPECT_NE(reports[0].find("What if Conv2D (6 ops) ran 2.00x faster: wall 12.000 us -> 10.000 us (-16.7%)"),
+            std::string::npos)
+      << reports[0];
   EXPECT_THROW(p.advise({.checkers = {{"CriticalPathChecker", {{"max_rows", "many"}}}}}, false), InvalidArgumentError);
   advice = p.advise({.checkers = {{"CriticalPathChecker", {{"step", "3"}}}}}, false);
   EXPECT_TRUE(advice.checkers.at("CriticalPathChecker").reports.empty());
@@ -166,6 +172,39 @@ TEST(Advisor, AddedCheckersRunWhenNamed) {
   EXPECT_FALSE(p.advise(AdvisorOptions::all(), false).checkers.count("CountingChecker"));
   AdviceProto advice = p.advise({.checkers = {{"CountingChecker", {{"x", "1"}}}}}, false);
   EXPECT_EQ(advice.text(), "\nCountingChecker:\nsteps: 0, option x=1\n");
+}
+
+// The input-pipeline check: the share of the step in the iterator ops, with XProf's thresholds.
+TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
+  Graph g;
+  auto node = [&](const char* name, const char* op) {
+    NodeSpec spec;
+    spec.name = name;
+    spec.op = &tfprof::testing::test_op(op);
+    return g.add_node(std::move(spec));
+  };
+  Node* next = node("IteratorGetNext", "IteratorGetNext");
+  Node* matmul = node("dense/MatMul", "MatMul");
+  auto advice_for = [&](int input_us, int compute_us) {
+    RunMetadata md;
+    add_exec(md, *next, tfprof::testing::kCpu, {.start_us = 1000, .duration_us = input_us});  // 0: "no start time"
+    add_exec(md, *matmul, tfprof::testing::kCpu, {.start_us = 1000 + input_us, .duration_us = compute_us});
+    Profiler p(g);
+    std::ostringstream log;
+    p.set_log(&log);
+    p.add_step(1, md);
+    const auto reports =
+        p.advise({.checkers = {{"InputPipelineChecker", {}}}}, false).checkers.at("InputPipelineChecker").reports;
+    return reports.empty() ? std::string() : reports[0];
+  };
+  EXPECT_EQ(advice_for(30, 70),
+            "Input pipeline: 30.0% of the step time waiting on input over the 1 step (0.030 ms of 0.100 ms per step): "
+            "highly input-bound (over 20%).\n"
+            "Slowest input stage: IteratorGetNext (0.030 ms per step).\n"
+            "Overlap input with compute: Dataset::prefetch, a parallel map, cache() for data that fits in memory.");
+  EXPECT_NE(advice_for(10, 90).find("moderately input-bound (5% to 20%)"), std::string::npos);
+  EXPECT_NE(advice_for(2, 98).find("not input-bound (under 5%)"), std::string::npos);
+  EXPECT_EQ(advice_for(2, 98).find("Overlap input"), std::string::npos);
 }
 
 }  // namespace

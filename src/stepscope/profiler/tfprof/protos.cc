@@ -98,6 +98,7 @@ AdvisorOptions AdvisorOptions::tensorflow() {
 AdvisorOptions AdvisorOptions::all() {
   AdvisorOptions o = tensorflow();
   o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/internal/critical_path_checker.h)
+  o.checkers["InputPipelineChecker"];  // stepscope's own (profiler/tfprof/internal/input_pipeline_checker.h)
   return o;
 }
 

@@ -89,7 +89,8 @@ struct AdvisorOptions {
   // TensorFlow's ALL_ADVICE: ExpensiveOperationChecker, AcceleratorUtilizationChecker,
   // JobChecker (internal to Google; runs nothing) and OperationChecker.
   static AdvisorOptions tensorflow();
-  // Those and stepscope's CriticalPathChecker (what advise() runs by default).
+  // Those and stepscope's CriticalPathChecker and InputPipelineChecker (what advise() runs by
+  // default).
   static AdvisorOptions all();
 };
 

@@ -479,10 +479,17 @@ async function tfprofPage(params) {
 async function advicePage(params) {
   const run = params.get('run') || '.';
   const step = params.get('step');
+  const whatIf = params.get('what_if') || '', speedup = params.get('speedup') || '2';
   setCrumbs(el('a', { href: '#/', text: 'runs' }), el('a', { href: hashFor('run', { path: run }), text: run }),
             el('span', { text: 'advisor' }));
   try {
-    const data = await api(`${runUrl('advise', run)}${step ? `?step=${encodeURIComponent(step)}` : ''}`);
+    const query = new URLSearchParams();
+    if (step) query.set('step', step);
+    if (whatIf) {
+      query.set('what_if', whatIf);
+      query.set('speedup', speedup);
+    }
+    const data = await api(`${runUrl('advise', run)}?${query}`);
     const path = data.critical_path;
     const stepSelect = el('select', { name: 'step' }, data.steps.map((s) => el('option', { value: s, selected: s === data.step, text: `step ${s}` })));
     stepSelect.addEventListener('change', () => { location.hash = hashFor('advice', { run, step: stepSelect.value }); });
@@ -493,6 +500,49 @@ async function advicePage(params) {
     parts.push(el('p', { class: 'summary' },
       `wall ${fmtMicros(path.wall_ns / 1e3)} · ${path.num_ops} ops · parallelism ${path.parallelism.toFixed(2)} · ` +
       `on the path: ${path.path.length} ops, ${fmtMicros(path.path_busy_ns / 1e3)} running, ${fmtMicros(path.path_wait_ns / 1e3)} waiting`));
+    // What if: the step replayed with one op, or every op of a type, faster.
+    const types = [...new Set(path.path.map((op) => op.op_type))];
+    const target = el('input', {
+      type: 'text',
+      name: 'what_if',
+      list: 'what-if-ops',
+      value: whatIf || types[0] || '',
+      placeholder: 'op type or node name'
+    });
+    const factor = el('input', {type: 'number', name: 'speedup', min: '0.01', step: 'any', value: speedup});
+    const whatIfForm =
+        el('form', {class: 'controls what-if'},
+           el('datalist', {id: 'what-if-ops'},
+              [...types, ...path.path.map((op) => op.name)].map((v) => el('option', {value: v}))),
+           el('label', {}, 'what if', target), el('label', {}, 'ran this many times faster', factor),
+           el('button', {type: 'submit', text: 'replay the step'}));
+    whatIfForm.addEventListener('submit', (e) => {
+      e.preventDefault();
+      location.hash = hashFor('advice', {run, step: data.step, what_if: target.value, speedup: factor.value});
+    });
+    parts.push(whatIfForm);
+    if (data.what_if) {
+      const w = data.what_if;
+      const change = w.wall_ns ? (100 * (w.new_wall_ns - w.wall_ns) / w.wall_ns).toFixed(1) : '0';
+      parts.push(el(
+          'p', {class: 'what-if-result'},
+          `What if ${w.target} (${w.matched_ops} op${w.matched_ops === 1 ? '' : 's'}) ran ${w.speedup}x faster: wall ` +
+              `${fmtMicros(w.wall_ns / 1e3)} → ${fmtMicros(w.new_wall_ns / 1e3)} (${change > 0 ? '+' : ''}${
+                  change}%). ` +
+              (w.path_moved ? 'The critical path moves to other ops (below, the replayed step\'s).' :
+                              'The critical path stays on the same ops.')));
+      parts.push(dataTable(
+          [
+            {key: 'order', label: '#', num: true},
+            {key: 'start_ns', label: 'start', num: true, fmt: (v) => fmtMicros(v / 1e3)},
+            {key: 'duration_ns', label: 'duration', num: true, fmt: (v) => fmtMicros(v / 1e3)},
+            {key: 'op_type', label: 'op'},
+            {key: 'name', label: 'node'},
+          ],
+          w.after.path.map((op, i) => ({...op, order: i + 1})),
+          {sortKey: 'order', sortDir: 1, className: 'what-if-path'}));
+      parts.push(el('h2', {text: 'The recorded critical path'}));
+    }
     const rows = path.path.map((op, i) => ({ ...op, order: i + 1 }));
     parts.push(dataTable([
       { key: 'order', label: '#', num: true },

@@ -1,6 +1,7 @@
 #include "stepscope/profiler/tfprof/internal/critical_path_checker.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "stepscope/base/error.h"
@@ -45,6 +46,17 @@ std::vector<std::string> CriticalPathChecker::check(const Profiler& profiler,
   std::string text =
       "step " + std::to_string(step) + ": " +
       path.to_text({.max_rows = static_cast<size_t>(std::max<int64_t>(1, integer_option(options, "max_rows", 15)))});
+  // What if the op type with the most time on the path ran twice as fast? (The replay may move
+  // the path to other ops: the wall time it gives is the one to expect.)
+  std::map<std::string, int64_t> by_type;
+  for (const CriticalPathOp& op : path.ops) by_type[op.op_type] += op.duration_ns;
+  const auto top = std::max_element(by_type.begin(), by_type.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (top != by_type.end() && top->second > 0) {
+    const WhatIf w = what_if(profiler.graph(), stats, top->first, 2.0);
+    const std::string what = w.to_text({.max_rows = 0, .show_threads = false});
+    text += what.substr(0, what.find('\n') + 1);
+  }
   while (!text.empty() && text.back() == '\n') text.pop_back();
   return {text};
 }
