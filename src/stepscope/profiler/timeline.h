@@ -51,6 +51,10 @@ struct AllocationMaximum {
   int64_t timestamp_ns = 0;          // when it was first reached, on the clock of NodeExecStats::all_start_ns
   int64_t num_bytes = 0;             // bytes allocated during the step and live then
   std::vector<std::string> tensors;  // the tensors (node outputs) live then, sorted
+  // The bytes of each of those tensors then, by name ("node" or "node:k"), and of the live
+  // allocations no tensor owns (a kernel's temporaries).
+  std::map<std::string, int64_t> tensor_bytes;
+  int64_t untracked_bytes = 0;
 };
 
 struct StepStatsAnalysis {

@@ -179,11 +179,19 @@ std::map<std::string, AllocationMaximum> Timeline::Impl::maximums() const {
     m.timestamp_ns = s.points[s.max_pos].time - step.shift;
     m.num_bytes = s.max_bytes;
     m.tensors.clear();
+    m.tensor_bytes.clear();
+    m.untracked_bytes = 0;
     for (const Point& p : s.points) {
       if (p.delta < 0) continue;
       const Interval& v = intervals[p.interval];
-      if (v.tensor < 0 || v.alloc_pos > s.max_pos || v.free_pos <= s.max_pos) continue;
-      m.tensors.push_back(tensor_name(tensors[v.tensor]));
+      if (v.alloc_pos > s.max_pos || v.free_pos <= s.max_pos) continue;
+      if (v.tensor < 0) {
+        m.untracked_bytes += v.bytes;
+        continue;
+      }
+      std::string name = tensor_name(tensors[v.tensor]);
+      m.tensor_bytes[name] += v.bytes;
+      m.tensors.push_back(std::move(name));
     }
     std::sort(m.tensors.begin(), m.tensors.end());
     m.tensors.erase(std::unique(m.tensors.begin(), m.tensors.end()), m.tensors.end());
