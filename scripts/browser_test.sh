@@ -10,6 +10,11 @@
 #     runs `stepscope serve RUN_DIR`, opens its index and a traced step in the viewer it serves,
 #     checks what is shown and saves screenshots under BUILD_DIR/browser-artifacts
 #     (serve_viewer.mjs; BUILD_DIR defaults to build).
+#   scripts/browser_test.sh --windowed [BUILD_DIR]
+#     a big generated trace (~260,000 events) in `stepscope serve`'s viewer, shown through
+#     server-side windows: the down-sampled overview, a narrow complete window, a drag on the
+#     overview strip (serve_windowed.mjs); then two of its windows, saved as files, through
+#     catapult_import.mjs. Screenshots and the windows under BUILD_DIR/browser-artifacts.
 #
 # scripts/test.sh runs both: the first on every trace the test suite found clean
 # (STEPSCOPE_TRACE_CORPUS), the second on the demo run the tests trained.
@@ -23,6 +28,12 @@ if [ "${1:-}" = "--serve" ]; then
   run_dir="${2:?--serve needs the run directory}"
   build="${3:-$root/build}"
   exec node "$root/tests/browser/serve_viewer.mjs" "$build/stepscope" "$run_dir" "$build/browser-artifacts"
+fi
+if [ "${1:-}" = "--windowed" ]; then
+  build="${2:-$root/build}"
+  node "$root/tests/browser/serve_windowed.mjs" "$build/stepscope" "$build/browser-artifacts"
+  exec node "$root/tests/browser/catapult_import.mjs" --verbose \
+    "$build/browser-artifacts/window_sampled.json" "$build/browser-artifacts/window_complete.json"
 fi
 [ $# -gt 0 ] || set -- "$root/runs/demo"
 exec node "$root/tests/browser/catapult_import.mjs" "$@"

@@ -794,7 +794,7 @@ async function showWindow(start, end) {
   document.getElementById('window-info').textContent = ms(start - summary.start) + ' to ' + ms(end - summary.start) +
       ' of ' + ms(summary.end - summary.start) + ': ' + (sampled
         ? events + ' of ' + overlapping + ' events (down-sampled, no flows or tensors): zoom in for all'
-        : 'all ' + overlapping + ' events');
+        : 'every event of the range (' + events + ' with the metadata; flows and tensors that cross its edges left out)');
   document.getElementById('window-info').className = sampled ? 'sampled' : 'complete';
   drawOverview();
 }
