@@ -751,6 +751,10 @@ const char* windowed_viewer_script() {
   return R"js(
 let summary = null, shown = null, loading = 0;
 const api = (route) => '/api/' + route + URL_PATH;
+const resolution = () => Math.max(200, Math.min(8000, Math.round(window.innerWidth || 1400)));
+// The server indexes the trace while catapult's viewer loads (seconds, both): the summary and
+// the first window (the whole trace) are asked for at once.
+const prefetched = { summary: fetch(api('trace_summary')), first: fetch(api('trace_window') + '?resolution=' + resolution()) };
 const ms = (us) => (us / 1000).toFixed(3) + ' ms';
 function overviewX(t, canvas) { return (t - summary.start) / Math.max(1e-9, summary.end - summary.start) * canvas.width; }
 function overviewT(x, canvas) { return summary.start + x / canvas.width * (summary.end - summary.start); }
@@ -770,13 +774,12 @@ function drawOverview(selection) {
   if (shown) mark(shown.start, shown.end, 'rgba(255,165,0,0.3)');
   if (selection) mark(Math.min(...selection), Math.max(...selection), 'rgba(0,0,0,0.2)');
 }
-async function showWindow(start, end) {
+async function showWindow(start, end, fetched) {
   start = Math.max(summary.start, Math.min(start, summary.end));
   end = Math.max(start, Math.min(end, summary.end));
   const ticket = ++loading;
-  const resolution = Math.max(200, Math.min(8000, Math.round(window.innerWidth || 1400)));
   document.getElementById('window-info').textContent = 'loading ' + ms(start - summary.start) + ' to ' + ms(end - summary.start) + ' ...';
-  const response = await fetch(api('trace_window') + '?start=' + start + '&end=' + end + '&resolution=' + resolution);
+  const response = await (fetched || fetch(api('trace_window') + '?start=' + start + '&end=' + end + '&resolution=' + resolution()));
   if (ticket !== loading) return;
   if (!response.ok) return say(TRACE + ': HTTP ' + response.status + ': ' + await response.text());
   const text = await response.text();
@@ -810,7 +813,7 @@ async function startWindowed() {
     '<span id="window-info"></span></div>';
   document.body.insertBefore(bar, document.body.firstChild);
   say('indexing ' + TRACE + ' on the server ...');
-  const response = await fetch(api('trace_summary'));
+  const response = await prefetched.summary;
   if (!response.ok) return say(TRACE + ': HTTP ' + response.status + ': ' + await response.text());
   summary = await response.json();
   say(TRACE + ': ' + summary.events + ' events: the viewer shows a window of it at a time');
@@ -841,7 +844,7 @@ async function startWindowed() {
   };
   window.stepscopeShowWindow = showWindow;
   window.addEventListener('resize', () => drawOverview());
-  await showWindow(summary.start, summary.end);
+  await showWindow(summary.start, summary.end, prefetched.first);
 }
 )js";
 }
