@@ -494,8 +494,8 @@ TraceSummary TraceIndex::summary(int buckets) const {
         break;
     }
     ++s.events;
-    const auto b = width > 0 ? static_cast<int64_t>((e.ts - start_) / width) : 0;
-    ++s.density[static_cast<size_t>(std::clamp<int64_t>(b, 0, buckets - 1))];
+    const double b = width > 0 ? (e.ts - start_) / width : 0;  // NaN for a range past a double's
+    ++s.density[b >= 0 ? static_cast<size_t>(std::min(b, buckets - 1.0)) : 0];
   }
   return s;
 }
@@ -565,8 +565,8 @@ TraceWindow TraceIndex::window(double start, double end, int resolution, size_t 
   } else {
     const double pixel = (end - start) / resolution;
     auto bucket_of = [&](double ts) -> uint64_t {
-      if (!(pixel > 0)) return 0;
-      return static_cast<uint64_t>(std::clamp((ts - start) / pixel, 0.0, static_cast<double>(resolution - 1)));
+      const double b = pixel > 0 ? (ts - start) / pixel : 0;
+      return b >= 0 ? static_cast<uint64_t>(std::min(b, resolution - 1.0)) : 0;
     };
     // (track, pixel) -> the longest short slice / instant; (series, pixel) -> lowest, highest.
     std::unordered_map<uint64_t, uint32_t> longest, lowest, highest;

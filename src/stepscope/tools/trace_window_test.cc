@@ -163,6 +163,16 @@ TEST(TraceIndexTest, BareArrayAndEmptyTrace) {
   EXPECT_EQ(json::parse(empty.window(0, 0, 1).json)["traceEvents"].size(), 0u);
 }
 
+TEST(TraceIndexTest, TimesAtTheEdgesOfADouble) {
+  const TraceIndex index(R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":-1e308,"dur":1e308},
+{"ph":"i","name":"b","pid":1,"tid":1,"ts":1e308},{"ph":"i","name":"c","pid":1,"tid":1,"ts":1e999}])",
+                         "edge.json");
+  int64_t sum = 0;
+  for (int64_t n : index.summary(10).density) sum += n;
+  EXPECT_EQ(sum, 3);
+  EXPECT_TRUE(index.window(-1e308, 1e308, 10, 1).sampled);
+}
+
 template <typename E>
 std::string error_of(const std::function<void()>& f) {
   try {
