@@ -187,6 +187,28 @@ class Interner {
   std::unordered_map<std::string, uint32_t> ids_;
 };
 
+// The event object `event` without its flow v2 members ("bind_id", "flow_in", "flow_out").
+void append_without_flow_v2(std::string& out, std::string_view event, const std::string& source) {
+  Cursor in{event.data(), event.data(), event.data() + event.size(), source};
+  in.expect('{');
+  out += '{';
+  bool first = true;
+  while (!in.at('}')) {
+    in.ws();
+    const char* begin = in.p;
+    const std::string_view key = in.string();
+    in.expect(':');
+    in.value(1);
+    if (key != "bind_id" && key != "flow_in" && key != "flow_out") {
+      if (!first) out += ',';
+      out.append(begin, static_cast<size_t>(in.p - begin));
+      first = false;
+    }
+    if (in.at(',')) ++in.p;
+  }
+  out += '}';
+}
+
 std::string key_of(char tag, std::initializer_list<std::string_view> parts) {
   std::string key(1, tag);
   for (std::string_view part : parts) {
@@ -222,7 +244,7 @@ std::shared_ptr<const TraceIndex> TraceIndex::load(const fs::path& file, const s
 
 void TraceIndex::parse() {
   Cursor in{text_.data(), text_.data(), text_.data() + text_.size(), source_};
-  Interner tracks, groups;
+  Interner tracks, groups, flows2;
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_begins;  // per thread, B events not yet ended
   std::vector<uint32_t> next_slice_flows;                           // "f" without "bp":"e"
   bool have_events = false;
@@ -242,7 +264,7 @@ void TraceIndex::parse() {
       }
       const char* event_begin = in.p;
       ++in.p;
-      std::string_view ph, ts, dur, pid, tid, id, id2, cat, name, bp, args;
+      std::string_view ph, ts, dur, pid, tid, id, id2, cat, name, bp, args, bind_id;
       if (!in.at('}')) {
         for (;;) {
           const std::string_view key = in.string();
@@ -271,6 +293,8 @@ void TraceIndex::parse() {
               bp = value;
             else if (key == "args")
               args = value;
+          } else if (key == "bind_id") {
+            bind_id = value;
           }
           in.ws();
           if (in.p < in.end && *in.p == ',') {
@@ -365,6 +389,7 @@ void TraceIndex::parse() {
           default:
             e.kind = kInstant;
         }
+        if (!bind_id.empty()) e.flow2 = flows2(key_of('V', {bind_id}));
         if (e.link != kNone && (e.kind == kFlow || e.kind == kObject || e.kind == kAsync)) {
           if (e.link >= groups_.size())
             groups_.resize(e.link + 1,
@@ -438,6 +463,13 @@ void TraceIndex::link_next_slice_flows(const std::vector<uint32_t>& flows) {
     hi = std::max(hi, e.end);
   }
   if (lo <= hi) start_ = lo, end_ = hi;
+  for (const Event& e : events_) {
+    if (e.flow2 == kNone) continue;
+    if (e.flow2 >= flow2_.size())
+      flow2_.resize(e.flow2 + 1, {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()});
+    flow2_[e.flow2].first = std::max(flow2_[e.flow2].first, e.ts);
+    flow2_[e.flow2].second = std::min(flow2_[e.flow2].second, e.end);
+  }
   if (flows.empty()) return;
   std::unordered_map<uint32_t, std::vector<double>> starts;
   for (uint32_t i : flows) starts[events_[i].track];
@@ -471,6 +503,7 @@ TraceSummary TraceIndex::summary(int buckets) const {
   s.density.assign(static_cast<size_t>(buckets), 0);
   const double width = (end_ - start_) / buckets;
   std::vector<char> seen_group(groups_.size(), 0);
+  s.flows = static_cast<int64_t>(flow2_.size());
   for (const Event& e : events_) {
     switch (e.kind) {
       case kMeta:
@@ -608,7 +641,12 @@ TraceWindow TraceIndex::window(double start, double end, int resolution, size_t 
   for (size_t k = 0; k < chosen.size(); ++k) {
     if (k) w.json += ',';
     const Event& e = events_[chosen[k]];
-    w.json.append(text_, e.offset, e.length);
+    const std::string_view text(text_.data() + e.offset, e.length);
+    // A v2 flow is kept when every slice with its bind_id overlaps the window (so is in it).
+    if (e.flow2 != kNone && (w.sampled || flow2_[e.flow2].first > end || flow2_[e.flow2].second < start))
+      append_without_flow_v2(w.json, text, source_);
+    else
+      w.json += text;
   }
   w.json += ']';
   for (std::string_view kv : other_keys_) {
@@ -718,7 +756,10 @@ HttpReply trace_api_reply(const fs::path& file, const std::string& relative, std
     resolution = number_parameter(query, "resolution", 2000);
     if (resolution != std::floor(resolution) || resolution < 1 || resolution > 100000)
       throw InvalidArgumentError("parameter resolution must be a whole number in [1, 100000]");
-    TraceWindow w = index->window(start, end, static_cast<int>(resolution));
+    const double max_events = number_parameter(query, "max_events", kDefaultWindowMaxEvents);
+    if (max_events != std::floor(max_events) || max_events < 1 || max_events > 1e6)
+      throw InvalidArgumentError("parameter max_events must be a whole number in [1, 1000000]");
+    TraceWindow w = index->window(start, end, static_cast<int>(resolution), static_cast<size_t>(max_events));
     HttpReply reply{200, "application/json", std::move(w.json)};
     reply.headers = {{"X-Stepscope-Window-Events", std::to_string(w.events)},
                      {"X-Stepscope-Window-Overlapping", std::to_string(w.overlapping)},

@@ -15,7 +15,9 @@
 //  - when the window is not down-sampled, also the flows (s/t/f) all of whose events bind to
 //    slices in the window, and the object events (N/O/D: tensors) and async events (b/e/n/S/T/F)
 //    of every object or async id whose lifetime overlaps the range, whole (a flow or an object
-//    cut in half would be an import warning);
+//    cut in half would be an import warning); a slice's flow v2 ("bind_id", "flow_in",
+//    "flow_out") is kept when all the slices with that bind_id are in the window, and otherwise
+//    taken out of the slice's text;
 //  - down-sampled when more than `max_events` events overlap: per thread, every slice at least a
 //    pixel ((end - start) / resolution) long and, of the shorter ones, the longest of each pixel;
 //    per counter series the lowest and highest value of each pixel; no flows, objects or async
@@ -86,6 +88,7 @@ class TraceIndex {
     uint32_t offset = 0, length = 0;  // the event's text in text_
     uint32_t track = 0;               // thread (pid, tid) or counter series (pid, name, id)
     uint32_t link = UINT32_MAX;       // B <-> E partner, or flow / object / async group
+    uint32_t flow2 = UINT32_MAX;      // the "bind_id" (flow v2) group of a slice
     char ph = 0;
     uint8_t kind = 0;
   };
@@ -97,6 +100,7 @@ class TraceIndex {
   std::vector<Event> events_;
   std::vector<std::string_view> other_keys_;       // the other top-level "key": value pairs, as written
   std::vector<std::pair<double, double>> groups_;  // a flow's binding range, an object's lifetime
+  std::vector<std::pair<double, double>> flow2_;   // per bind_id: the latest start, the earliest end
   double start_ = 0, end_ = 0, index_seconds_ = 0;
 };
 
@@ -105,8 +109,9 @@ class TraceIndex {
 std::shared_ptr<const TraceIndex> cached_trace_index(const std::filesystem::path& file, const std::string& source);
 
 // The replies of "/api/trace_summary/<path>" (`route` "trace_summary") and
-// "/api/trace_window/<path>?start=&end=&resolution=" (`route` "trace_window"; resolution
-// defaults to 2000, start and end to the trace's range) for `file` (resolved by the server),
+// "/api/trace_window/<path>?start=&end=&resolution=[&max_events=]" (`route` "trace_window";
+// resolution defaults to 2000, start and end to the trace's range, max_events to
+// kDefaultWindowMaxEvents) for `file` (resolved by the server),
 // named `relative`. 400 naming the parameter when one is bad, 422 naming the file when it is not
 // a readable trace.
 HttpReply trace_api_reply(const std::filesystem::path& file, const std::string& relative, std::string_view route,

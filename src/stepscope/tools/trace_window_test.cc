@@ -163,6 +163,26 @@ TEST(TraceIndexTest, BareArrayAndEmptyTrace) {
   EXPECT_EQ(json::parse(empty.window(0, 0, 1).json)["traceEvents"].size(), 0u);
 }
 
+TEST(TraceIndexTest, FlowV2IsKeptOnlyWhenBothSlicesAreInTheWindow) {
+  const TraceIndex index(R"({"traceEvents":[
+{"ph":"X","name":"producer","pid":1,"tid":1,"ts":1,"dur":1,"bind_id":3,"flow_out":true},
+{"ph":"X","name":"consumer","pid":1,"tid":2,"ts":10,"dur":1,"flow_in":true,"bind_id":3,"args":{"a":1}}]})",
+                         "v2.json");
+  EXPECT_EQ(index.summary().flows, 1);
+  const json both = json::parse(index.window(0, 20, 10).json);
+  EXPECT_EQ(both["traceEvents"][0]["bind_id"], 3);
+  EXPECT_EQ(both["traceEvents"][1]["flow_in"], true);
+  const json one = json::parse(index.window(0, 5, 10).json);
+  ASSERT_EQ(one["traceEvents"].size(), 1u);
+  EXPECT_EQ(one["traceEvents"][0], json::parse(R"({"ph":"X","name":"producer","pid":1,"tid":1,"ts":1,"dur":1})"));
+  const json other = json::parse(index.window(9, 20, 10).json);
+  EXPECT_EQ(other["traceEvents"][0],
+            json::parse(R"({"ph":"X","name":"consumer","pid":1,"tid":2,"ts":10,"dur":1,"args":{"a":1}})"));
+  const json sampled = json::parse(index.window(0, 20, 10, /*max_events=*/1).json);
+  ASSERT_EQ(sampled["traceEvents"].size(), 2u);
+  EXPECT_FALSE(sampled["traceEvents"][0].contains("bind_id"));
+}
+
 TEST(TraceIndexTest, TimesAtTheEdgesOfADouble) {
   const TraceIndex index(R"([{"ph":"X","name":"a","pid":1,"tid":1,"ts":-1e308,"dur":1e308},
 {"ph":"i","name":"b","pid":1,"tid":1,"ts":1e308},{"ph":"i","name":"c","pid":1,"tid":1,"ts":1e999}])",
@@ -269,6 +289,10 @@ TEST_F(TraceWindowServerTest, BadParametersAndFilesAreRefused) {
   EXPECT_EQ(get(w + "?resolution=1.5").status, 400);
   EXPECT_EQ(get(w + "?resolution=0").status, 400);
   EXPECT_EQ(get(w + "?start=1e1&end=2e1&resolution=10").status, 200);
+  EXPECT_EQ(get(w + "?max_events=0").status, 400);
+  r = get(w + "?max_events=3");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(json::parse(r.body)["stepscope_window"]["sampled"]);
 
   r = get("/api/trace_summary/run/broken.json");
   EXPECT_EQ(r.status, 422);
