@@ -10,11 +10,12 @@
 #     runs `stepscope serve RUN_DIR`, opens its index and a traced step in the viewer it serves,
 #     checks what is shown and saves screenshots under BUILD_DIR/browser-artifacts
 #     (serve_viewer.mjs; BUILD_DIR defaults to build).
-#   scripts/browser_test.sh --windowed [BUILD_DIR]
+#   scripts/browser_test.sh --windowed [BUILD_DIR [TRACE_DIR]]
 #     a big generated trace (~260,000 events) in `stepscope serve`'s viewer, shown through
 #     server-side windows: the down-sampled overview, a narrow complete window, a drag on the
-#     overview strip (serve_windowed.mjs); then two of its windows, saved as files, through
-#     catapult_import.mjs. Screenshots and the windows under BUILD_DIR/browser-artifacts.
+#     overview strip (serve_windowed.mjs); then two of its windows, saved as files, and six
+#     windows (whole, partial, down-sampled) of every trace under TRACE_DIR (save_windows.mjs)
+#     through catapult_import.mjs. Screenshots and the windows under BUILD_DIR/browser-artifacts.
 #
 # scripts/test.sh runs both: the first on every trace the test suite found clean
 # (STEPSCOPE_TRACE_CORPUS), the second on the demo run the tests trained.
@@ -31,9 +32,15 @@ if [ "${1:-}" = "--serve" ]; then
 fi
 if [ "${1:-}" = "--windowed" ]; then
   build="${2:-$root/build}"
-  node "$root/tests/browser/serve_windowed.mjs" "$build/stepscope" "$build/browser-artifacts"
-  exec node "$root/tests/browser/catapult_import.mjs" --verbose \
-    "$build/browser-artifacts/window_sampled.json" "$build/browser-artifacts/window_complete.json"
+  artifacts="$build/browser-artifacts"
+  node "$root/tests/browser/serve_windowed.mjs" "$build/stepscope" "$artifacts"
+  windows=("$artifacts/window_sampled.json" "$artifacts/window_complete.json")
+  if [ -n "${3:-}" ]; then
+    rm -rf "$artifacts/windows"
+    node "$root/tests/browser/save_windows.mjs" "$build/stepscope" "$3" "$artifacts/windows"
+    windows+=("$artifacts/windows")
+  fi
+  exec node "$root/tests/browser/catapult_import.mjs" "${windows[@]}"
 fi
 [ $# -gt 0 ] || set -- "$root/runs/demo"
 exec node "$root/tests/browser/catapult_import.mjs" "$@"

@@ -24,8 +24,9 @@ scripts/browser_test.sh "$corpus" "${example_timelines[@]}"
 # `stepscope serve` on a run the tests trained (the tutorial's timeline_track): its index, then a step in the viewer it
 # serves, offline (screenshots in build/browser-artifacts).
 scripts/browser_test.sh --serve build/timeline_track build
-# A big trace (~260,000 events) in the viewer through server-side windows (trace_window.h).
-scripts/browser_test.sh --windowed build
+# A big trace (~260,000 events) in the viewer through server-side windows (trace_window.h), and
+# windows of every trace in the corpus, which must import as cleanly as the traces themselves.
+scripts/browser_test.sh --windowed build "$corpus"
 if scripts/browser_test.sh tests/browser/must_fail >/dev/null; then
   echo "tests/browser: catapult_import.mjs passed traces that chrome://tracing mis-draws" >&2
   exit 1
