@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -326,6 +327,28 @@ TEST_F(TraceWindowServerTest, ViewerPageIsWindowedForBigTracesOrOnRequest) {
   EXPECT_TRUE(use_windowed_viewer(root_ / "run/big.json", ""));
   EXPECT_FALSE(use_windowed_viewer(root_ / "run/big.json", "mode=full"));
   EXPECT_NE(get("/viewer/run/big.json").body.find("WINDOWED = true"), std::string::npos);
+}
+
+TEST_F(TraceWindowServerTest, ConcurrentRequestsShareTheCache) {
+  // The server answers on many threads: summaries and windows of several files at once, while
+  // one of them is rewritten (a new index), must all answer whole.
+  for (int i = 0; i < 5; ++i) write("run/c" + std::to_string(i) + ".json", small_trace());
+  std::vector<std::thread> threads;
+  std::atomic<int> good = 0;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 20; ++k) {
+        const std::string name = "run/c" + std::to_string((t + k) % 5) + ".json";
+        const HttpReply summary = get("/api/trace_summary/" + name);
+        const HttpReply window = get("/api/trace_window/" + name + "?start=9&end=31&resolution=100");
+        if (summary.status == 200 && window.status == 200 && json::parse(window.body)["traceEvents"].size() == 10)
+          ++good;
+      }
+    });
+  }
+  for (int k = 0; k < 5; ++k) write_file_atomically(root_ / "run/c4.json", small_trace() + std::string(k + 1, ' '));
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(good, 160);
 }
 
 TEST_F(TraceWindowServerTest, CacheRebuildsWhenTheFileChanges) {
