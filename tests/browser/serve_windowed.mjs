@@ -117,13 +117,21 @@ try {
   const sampledText = await page.evaluate(async () => (await fetch('/api/trace_window/big.json?resolution=1400')).text());
   writeFileSync(join(artifacts, 'window_sampled.json'), sampledText);
 
+  // "next": the following 300 µs.
+  await page.click('#window-next');
+  await page.waitForFunction((old) => window.stepscopeWindow.start !== old, w.start, { timeout: 60000 });
+  const next = await page.evaluate(shown);
+  if (Math.abs(next.window.start - w.end) > 0.01 || Math.abs(next.window.end - next.window.start - 300) > 0.01)
+    fail(`"next" after ${w.start}..${w.end} showed ${next.window.start}..${next.window.end}`);
+  if (next.warnings.length) fail(`next window: import warnings: ${next.warnings.slice(0, 5).join('; ')}`);
+
   // A drag on the overview strip: another window.
   const box = await page.locator('#overview').boundingBox();
   await page.mouse.move(box.x + box.width * 0.6, box.y + 20);
   await page.mouse.down();
   await page.mouse.move(box.x + box.width * 0.7, box.y + 20, { steps: 5 });
   await page.mouse.up();
-  await page.waitForFunction((old) => window.stepscopeWindow.start !== old, w.start, { timeout: 60000 });
+  await page.waitForFunction((old) => window.stepscopeWindow.start !== old, next.window.start, { timeout: 60000 });
   const dragged = await page.evaluate(shown);
   console.log(`dragged window: ${JSON.stringify({ ...dragged, warnings: dragged.warnings.length })}`);
   await page.waitForTimeout(500);

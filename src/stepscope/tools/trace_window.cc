@@ -816,8 +816,10 @@ function drawOverview(selection) {
   if (selection) mark(Math.min(...selection), Math.max(...selection), 'rgba(0,0,0,0.2)');
 }
 async function showWindow(start, end, fetched) {
-  start = Math.max(summary.start, Math.min(start, summary.end));
-  end = Math.max(start, Math.min(end, summary.end));
+  // Inside the trace, keeping the width (prev at the start, next at the end).
+  const width = Math.min(Math.max(0, end - start), summary.end - summary.start);
+  start = Math.max(Math.min(start, summary.end - width), summary.start);
+  end = Math.min(start + width, summary.end);
   const ticket = ++loading;
   document.getElementById('window-info').textContent = 'loading ' + ms(start - summary.start) + ' to ' + ms(end - summary.start) + ' ...';
   const response = await (fetched || fetch(api('trace_window') + '?start=' + start + '&end=' + end + '&resolution=' + resolution()));
@@ -836,7 +838,7 @@ async function showWindow(start, end, fetched) {
   document.getElementById('window-start').value = ((start - summary.start) / 1000).toFixed(3);
   document.getElementById('window-end').value = ((end - summary.start) / 1000).toFixed(3);
   document.getElementById('window-info').textContent = ms(start - summary.start) + ' to ' + ms(end - summary.start) +
-      ' of ' + ms(summary.end - summary.start) + ': ' + (sampled
+      ' of ' + ms(summary.end - summary.start) + ' (the viewer counts from the window\'s start): ' + (sampled
         ? events + ' of ' + overlapping + ' events (down-sampled, no flows or tensors): zoom in for all'
         : 'every event of the range (' + events + ' with the metadata; flows and tensors that cross its edges left out)');
   document.getElementById('window-info').className = sampled ? 'sampled' : 'complete';
