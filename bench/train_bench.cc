@@ -11,14 +11,21 @@
 //     measured on this machine's noisy clock by alternating traced and untraced steps of one
 //     session and comparing the medians of their wall times (counters traced_us, untraced_us,
 //     ratio); separate benchmark runs drift by +-20% here, more than what is measured.
+//   BM_MlpFlightRecorderOverPlain/threads:{1,2}: the same comparison for a FlightRecorderHook
+//     tracing every step into its ring (issue 16's target: ratio <= 1.03), and
+//     BM_FlightRecorderRssOver100kSteps: the resident set's growth over 100,000 recorded steps.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "models.h"
+#include "stepscope/hooks/flight_recorder_hook.h"
+#include "stepscope/hooks/monitored_session.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
@@ -149,6 +156,72 @@ void BM_MlpTracedOverUntraced(benchmark::State& state) {
   state.counters["ratio"] = t / p;
 }
 BENCHMARK(BM_MlpTracedOverUntraced)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Issue 16's target for the flight recorder: every step traced into its ring costs <= 1.03x the
+// untraced step. Two monitored sessions of the MLP, one with a FlightRecorderHook (which never
+// dumps here), their steps alternated as above; counters plain_us, recorded_us, ratio.
+void BM_MlpFlightRecorderOverPlain(benchmark::State& state) {
+  auto model = bench::build_mlp();
+  Mlp& mlp = *model;
+  const SessionOptions session_options{.inter_op_threads = static_cast<int>(state.range(0))};
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "stepscope_flight_bench";
+  FlightRecorderHook recorder(
+      {.output_dir = dir.string(), .slow_factor = 0, .dump_on_sigusr1 = false, .trigger_file_name = ""});
+  SingularMonitoredSession plain(mlp.g, {.session_options = session_options});
+  SingularMonitoredSession recorded(mlp.g, {.hooks = {&recorder}, .session_options = session_options});
+  std::vector<double> plain_us, recorded_us;
+  auto timed = [&](SingularMonitoredSession& sess) {
+    const auto start = std::chrono::steady_clock::now();
+    sess.run(Fetch(mlp.train), mlp.feeds);
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (int i = 0; i < 20; ++i) timed(i % 2 ? recorded : plain);  // warm-up (and fills the ring)
+  for (auto _ : state) {
+    plain_us.push_back(timed(plain));
+    recorded_us.push_back(timed(recorded));
+  }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const double p = median(plain_us), r = median(recorded_us);
+  state.counters["plain_us"] = p;
+  state.counters["recorded_us"] = r;
+  state.counters["ratio"] = r / p;
+}
+BENCHMARK(BM_MlpFlightRecorderOverPlain)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The recorder's memory is its cap: the resident set after 1,000 steps and after 100,000 more of
+// a small graph with the recorder on (counter rss_growth_kb; the ring's slots are reused).
+int64_t resident_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+void BM_FlightRecorderRssOver100kSteps(benchmark::State& state) {
+  for (auto _ : state) {
+    Graph g;
+    Scope root(g);
+    Output x = constant(root, Tensor::from_vector<float>(std::vector<float>(16, 1.0f)));
+    for (int i = 0; i < 20; ++i) x = add(root, x, constant(root, 1.0f));
+    FlightRecorderHook recorder(
+        {.output_dir = std::filesystem::temp_directory_path().string(), .slow_factor = 0, .dump_on_sigusr1 = false,
+         .trigger_file_name = ""});
+    SingularMonitoredSession sess(g, {.hooks = {&recorder}, .session_options = {.inter_op_threads = 1}});
+    for (int i = 0; i < 1000; ++i) sess.run(x);
+    const int64_t before = resident_kb();
+    for (int i = 0; i < 100000; ++i) sess.run(x);
+    state.counters["rss_growth_kb"] = static_cast<double>(resident_kb() - before);
+    state.counters["ring_bytes"] = static_cast<double>(recorder.recorded_bytes());
+  }
+}
+BENCHMARK(BM_FlightRecorderRssOver100kSteps)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 }  // namespace stepscope

@@ -6,10 +6,13 @@
 #     viewer of the seeds) and fails when any is mis-drawn: import warnings, flows not bound at
 #     both ends, slices nested outside their parents, counters or tensor objects missing
 #     (catapult_import.mjs). With no argument, the demo's timelines (runs/demo).
-#   scripts/browser_test.sh --serve RUN_DIR [BUILD_DIR]
-#     runs `stepscope serve RUN_DIR`, opens its index and a traced step in the viewer it serves,
-#     checks what is shown and saves screenshots under BUILD_DIR/browser-artifacts
-#     (serve_viewer.mjs; BUILD_DIR defaults to build).
+#   scripts/browser_test.sh --serve RUNS_DIR [BUILD_DIR]
+#     runs `stepscope serve RUNS_DIR` and clicks through its pages: runs → run (step time,
+#     scalars, traces; a trace written meanwhile appears without a reload) → a step in the viewer
+#     it serves → tfprof's four views → advisor and critical path → a step's memory; checks what
+#     each shows against the server's API and saves screenshots under BUILD_DIR/browser-artifacts
+#     (serve_viewer.mjs; BUILD_DIR defaults to build). RUNS_DIR needs a run with timelines and a
+#     profile, and one with memory tracks; the live check writes (then removes) a file in it.
 #   scripts/browser_test.sh --windowed [BUILD_DIR [TRACE_DIR]]
 #     a big generated trace (~260,000 events) in `stepscope serve`'s viewer, shown through
 #     server-side windows: the down-sampled overview, a narrow complete window, a drag on the
@@ -26,7 +29,7 @@ if [ ! -d "$root/tests/browser/node_modules/playwright-core" ]; then
   npm ci --prefix "$root/tests/browser" --no-audit --no-fund --loglevel=error
 fi
 if [ "${1:-}" = "--serve" ]; then
-  run_dir="${2:?--serve needs the run directory}"
+  run_dir="${2:?--serve needs the directory of runs}"
   build="${3:-$root/build}"
   exec node "$root/tests/browser/serve_viewer.mjs" "$build/stepscope" "$run_dir" "$build/browser-artifacts"
 fi

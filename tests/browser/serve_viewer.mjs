@@ -1,28 +1,36 @@
-// End to end in headless Chromium: `stepscope serve DIR` on a real training run's directory, its
-// index page, then a traced step opened through "view" in catapult's viewer that stepscope
-// serves itself (no internet). Checks what is shown (trace rows, the imported model's slices and
-// flows, the viewer's tracks) and saves a screenshot of each page.
+// End to end in headless Chromium: `stepscope serve DIR` on a directory of real training runs,
+// clicked through as a user would: the runs → a run (step-time chart, scalars, traced steps) → a
+// traced step in catapult's viewer that stepscope serves itself (no internet) → tfprof's views as
+// tables (options as controls, sorting, filtering) → the advisor and critical path → a step's
+// memory; and, with the run page open, a new trace written into the run appears without a reload.
+// What each page shows is checked against the server's JSON API (rows, chart points), and each
+// page is saved as a screenshot.
 //
-//   node serve_viewer.mjs STEPSCOPE_BINARY RUN_DIR ARTIFACT_DIR
+//   node serve_viewer.mjs STEPSCOPE_BINARY RUNS_DIR ARTIFACT_DIR
+// RUNS_DIR is changed: the live check writes a copy of a trace into one of its runs.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
-const [binary, runDir, artifacts] = process.argv.slice(2);
+const [binary, runsDir, artifacts] = process.argv.slice(2);
 if (!artifacts) {
-  console.error('usage: node serve_viewer.mjs STEPSCOPE_BINARY RUN_DIR ARTIFACT_DIR');
+  console.error('usage: node serve_viewer.mjs STEPSCOPE_BINARY RUNS_DIR ARTIFACT_DIR');
   process.exit(2);
 }
 mkdirSync(artifacts, { recursive: true });
 
 function fail(message) {
-  console.error(`serve_viewer: ${message}`);
+  console.error(`serve_viewer: FAIL ${message}`);
   process.exitCode = 1;
+}
+function check(condition, message) {
+  if (!condition) fail(message);
+  return condition;
 }
 
 // The server on any free port; its first line says where.
-const server = spawn(binary, ['serve', runDir, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const server = spawn(binary, ['serve', runsDir, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
 const url = await new Promise((resolve, reject) => {
   let out = '';
   server.stdout.on('data', (chunk) => {
@@ -33,49 +41,172 @@ const url = await new Promise((resolve, reject) => {
   server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${out}`)));
   setTimeout(() => reject(new Error(`stepscope serve printed no URL: ${out}`)), 20000);
 });
+const base = url.replace(/\/$/, '');
+const getJson = async (path) => (await fetch(base + path)).json();
+const apiPath = (p) => p.split('/').map(encodeURIComponent).join('/');
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
 });
+let liveCopy = null;
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  const requests = [];
+  const requests = [], pageErrors = [];
   page.on('request', (r) => requests.push(r.url()));
-  await page.goto(url);
-  const rows = await page.locator('a.view').count();
-  if (rows === 0) fail(`the index at ${url} lists no trace`);
-  await page.screenshot({ path: join(artifacts, 'serve_index.png'), fullPage: true });
-  console.log(`index: ${rows} traces`);
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const shot = (name) => page.screenshot({ path: join(artifacts, `serve_${name}.png`), fullPage: true });
 
-  // The first traced step, in catapult's viewer.
-  const name = await page.locator('a.view').first().getAttribute('href');
-  await page.locator('a.view').first().click();
+  // 1. The runs.
+  await page.goto(url);
+  const runs = (await getJson('/api/runs')).runs;
+  await page.waitForSelector('a.run-link');
+  const runLinks = await page.locator('a.run-link').count();
+  check(runLinks === runs.length, `runs page: ${runLinks} runs shown, the API lists ${runs.length}`);
+  await shot('runs');
+  console.log(`runs: ${runLinks}`);
+
+  // 2. A run with traces and a profile.
+  const run = runs.find((r) => r.traces > 0 && r.has_profile);
+  if (!check(run, 'no run with traces and a profile under ' + runsDir)) throw new Error('nothing to click');
+  await page.locator('a.run-link', { hasText: run.path }).first().click();
+  await page.waitForSelector('table.traces tbody tr');
+  const summary = await getJson(`/api/run/${apiPath(run.path)}`);
+  const stepPoints = Number(await page.locator('svg.chart[data-title="Step time (ms)"]').getAttribute('data-points'));
+  const expectedStepPoints = summary.traced_step_ms.length + (summary.scalars['global_step/sec']?.data.length || 0);
+  check(stepPoints === expectedStepPoints, `step-time chart: ${stepPoints} points, expected ${expectedStepPoints}`);
+  const traceRows = await page.locator('table.traces tbody tr').count();
+  check(traceRows === summary.traces.length, `traces table: ${traceRows} rows, the run has ${summary.traces.length}`);
+  const scalarCharts = await page.locator('.charts.scalars svg.chart').count();
+  const tags = Object.keys(summary.scalars).filter((t) => t !== 'global_step/sec');
+  check(scalarCharts === tags.length, `scalars: ${scalarCharts} charts for ${tags.length} tags`);
+  await shot('run');
+  console.log(`run ${run.path}: ${stepPoints} step-time points, ${traceRows} traces, ${scalarCharts} scalar charts`);
+
+  // 3. Live: a new trace written into the run shows up without a reload.
+  await page.evaluate(() => { window.notReloaded = true; });
+  const newest = summary.traces[summary.traces.length - 1];
+  liveCopy = join(runsDir, run.path, 'timeline-999999.json');
+  copyFileSync(join(runsDir, newest.path), liveCopy);
+  try {
+    await page.waitForFunction(() => [...document.querySelectorAll('table.traces tbody tr')]
+      .some((tr) => tr.textContent.includes('timeline-999999.json')), null, { timeout: 15000 });
+    check(await page.evaluate(() => window.notReloaded === true), 'live: the page reloaded');
+    check(await page.locator('table.traces tbody tr.new').count() === 1, 'live: the new trace is not highlighted');
+    await shot('run_live');
+    console.log('live: the new trace appeared without a reload');
+  } catch (e) {
+    fail(`live: the new trace did not appear within 15 s (${e.message})`);
+  }
+  rmSync(liveCopy);
+  liveCopy = null;
+  await page.waitForFunction(() => ![...document.querySelectorAll('table.traces tbody tr')]
+    .some((tr) => tr.textContent.includes('timeline-999999.json')), null, { timeout: 15000 });
+
+  // 4. A traced step in catapult's viewer.
+  const viewHref = await page.locator('table.traces a.view').first().getAttribute('href');
+  await page.locator('table.traces a.view').first().click();
   await page.waitForFunction(() => window.stepscopeModel !== undefined, null, { timeout: 60000 });
   const shown = await page.evaluate(() => {
     const model = window.stepscopeModel;
     let slices = 0;
     for (const thread of model.getAllThreads()) slices += thread.sliceGroup.slices.length;
-    return {
-      slices,
-      flows: model.flowEvents.length,
-      counters: model.getAllCounters().length,
-      warnings: model.importWarnings.length,
-      processes: model.getAllProcesses().length,
-      viewer: !!document.querySelector('tr-ui-timeline-view'),
-    };
+    return { slices, flows: model.flowEvents.length, warnings: model.importWarnings.length,
+             processes: model.getAllProcesses().length, viewer: !!document.querySelector('tr-ui-timeline-view') };
   });
   await page.waitForTimeout(500);  // let the tracks paint
   await page.screenshot({ path: join(artifacts, 'serve_viewer.png') });
-  console.log(`${name}: ${JSON.stringify(shown)}`);
-  if (!shown.viewer) fail('no tr-ui-timeline-view on the viewer page');
-  if (shown.slices === 0) fail(`${name}: no slices in the viewer`);
-  if (shown.processes === 0) fail(`${name}: no processes in the viewer`);
-  if (shown.warnings) fail(`${name}: ${shown.warnings} import warnings`);
-  const foreign = requests.filter((r) => !r.startsWith(url.replace(/\/$/, '')) && !r.startsWith('data:'));
-  if (foreign.length) fail(`the pages fetched from elsewhere: ${foreign.join(', ')}`);
+  console.log(`${viewHref}: ${JSON.stringify(shown)}`);
+  check(shown.viewer, 'no tr-ui-timeline-view on the viewer page');
+  check(shown.slices > 0, `${viewHref}: no slices in the viewer`);
+  check(shown.processes > 0, `${viewHref}: no processes in the viewer`);
+  check(!shown.warnings, `${viewHref}: ${shown.warnings} import warnings`);
+  await page.goBack();
+  await page.waitForSelector('table.traces tbody tr');
+
+  // 5. tfprof's views: each as a table, its rows those of the API's tree.
+  const countRows = (view, node) => {
+    let n = 0;
+    const visit = (x) => { n += 1; for (const c of x.children || []) visit(c); };
+    for (const c of node.children || []) visit(c);
+    return n;
+  };
+  for (const view of ['scope', 'graph', 'op', 'code']) {
+    await page.locator(`a.tfprof-${view}`).click();
+    await page.waitForSelector('table.tfprof tbody tr, .tfprof-result .error', { timeout: 30000 });
+    const data = await getJson(await page.locator('.tfprof-result').getAttribute('data-api'));
+    const rows = await page.locator('table.tfprof tbody tr').count();
+    check(rows === Math.min(5000, countRows(view, data.root)), `tfprof ${view}: ${rows} rows, the view has ${countRows(view, data.root)}`);
+    await shot(`tfprof_${view}`);
+    console.log(`tfprof ${view}: ${rows} rows`);
+    if (view === 'op') {
+      // Sort by a column, then filter, then change an option through the controls.
+      await page.locator('table.tfprof th', { hasText: 'self time' }).click();
+      let node = data.root, slowest = null;
+      while (node.children && node.children.length) {
+        node = node.children[0];
+        if (!slowest || node.exec_micros > slowest.exec_micros) slowest = node;
+      }
+      const first = await page.locator('table.tfprof tbody tr td:first-child').first().textContent();
+      check(first === slowest.name, `tfprof op sorted by self time: ${first} first, not ${slowest.name}`);
+      await page.fill('input.filter', 'MatMul');
+      const filtered = await page.locator('table.tfprof tbody tr').count();
+      check(filtered >= 1 && filtered < rows, `tfprof op: filtering on MatMul left ${filtered} of ${rows} rows`);
+      await page.selectOption('select[name=order_by]', 'name');
+      await page.waitForFunction(() => location.hash.includes('order_by=name'));
+      await page.waitForSelector('table.tfprof tbody tr');
+      const names = await page.locator('table.tfprof tbody tr td:first-child').allTextContents();
+      check(names.join('\n') === [...names].sort().join('\n'), `tfprof op ordered by name: ${names.join(', ')}`);
+      await shot('tfprof_op_by_name');
+    }
+    await page.goBack({ waitUntil: 'commit' });
+    await page.goto(`${url}#/run?path=${encodeURIComponent(run.path)}`);
+    await page.waitForSelector(`a.tfprof-${view}`);
+  }
+
+  // 6. The advisor and the critical path of the newest step.
+  await page.locator('.profile-links a.advice').click();
+  await page.waitForSelector('table.critical-path tbody tr', { timeout: 30000 });
+  const advice = await getJson(`/api/advise/${apiPath(run.path)}`);
+  const pathRows = await page.locator('table.critical-path tbody tr').count();
+  check(pathRows === advice.critical_path.path.length, `critical path: ${pathRows} rows, the API has ${advice.critical_path.path.length}`);
+  const reports = await page.locator('pre.report').count();
+  check(reports === Object.keys(advice.advice.checkers).length, `advisor: ${reports} reports`);
+  await shot('advice');
+  console.log(`advice: ${pathRows} ops on the critical path, ${reports} checkers`);
+
+  // 7. Memory: the first trace (of any run) that has memory tracks.
+  let memoryShown = false;
+  for (const r of runs.filter((x) => x.traces > 0)) {
+    const s = await getJson(`/api/run/${apiPath(r.path)}`);
+    const trace = s.traces[s.traces.length - 1].path;
+    const events = (await getJson('/' + apiPath(trace))).traceEvents;
+    const counters = events.filter((e) => e.ph === 'C').length;
+    const tensors = new Set(events.filter((e) => e.ph === 'N').map((e) => `${e.pid}:${e.id}`)).size;
+    await page.goto(`${url}#/memory?trace=${encodeURIComponent(trace)}&run=${encodeURIComponent(r.path)}`);
+    await page.waitForSelector('h1');
+    if (!counters) {
+      check(await page.locator('text=no memory tracks').count() === 1, `memory of ${trace}: no note that it has no memory`);
+      continue;
+    }
+    await page.waitForSelector('table.tensors tbody tr');
+    const points = Number(await page.locator('.charts.memory svg.chart').getAttribute('data-points'));
+    check(points === counters, `memory of ${trace}: ${points} chart points, the trace has ${counters} counter values`);
+    const tensorRows = await page.locator('table.tensors tbody tr').count();
+    check(tensorRows === Math.min(200, tensors), `memory of ${trace}: ${tensorRows} tensors listed, the trace has ${tensors}`);
+    await shot('memory');
+    console.log(`memory of ${trace}: ${points} counter points, ${tensorRows} tensors`);
+    memoryShown = true;
+    break;
+  }
+  check(memoryShown, 'no run has a timeline with memory tracks to show');
+
+  check(!pageErrors.length, `script errors on the pages: ${pageErrors.join('; ')}`);
+  const foreign = requests.filter((r) => !r.startsWith(base) && !r.startsWith('data:'));
+  check(!foreign.length, `the pages fetched from elsewhere: ${foreign.join(', ')}`);
 } finally {
+  if (liveCopy) rmSync(liveCopy, { force: true });
   await browser.close();
   server.kill('SIGTERM');
 }
-if (!process.exitCode) console.log('serve: the index and the viewer work offline');
+if (!process.exitCode) console.log('serve: every page works offline');

@@ -110,17 +110,34 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
   hook_begin[hooks_.size()] = outputs.size();
   RunMetadata own_metadata;
   RunMetadata* metadata = run_metadata ? run_metadata : &own_metadata;
-  const std::vector<Tensor> values = session_->run(*feed_list, outputs, targets, merged, metadata);
-
-  const std::span<const Tensor> all(values);
   SessionRunValues run_values{.results = {}, .options = merged, .run_metadata = metadata};
-  for (size_t i = 0; i < hooks_.size(); ++i) {
-    run_values.results =
-        hook_fetches[i]
-            ? FetchResult::unflatten(*hook_fetches[i], all.subspan(hook_begin[i], hook_begin[i + 1] - hook_begin[i]))
-            : FetchResult();
-    hooks_[i]->after_run(context, run_values);
+  std::vector<Tensor> values;
+  try {
+    values = session_->run(*feed_list, outputs, targets, merged, metadata);
+    const std::span<const Tensor> all(values);
+    for (size_t i = 0; i < hooks_.size(); ++i) {
+      run_values.results =
+          hook_fetches[i]
+              ? FetchResult::unflatten(*hook_fetches[i], all.subspan(hook_begin[i], hook_begin[i + 1] - hook_begin[i]))
+              : FetchResult();
+      hooks_[i]->after_run(context, run_values);
+    }
+  } catch (const OutOfRangeError&) {
+    throw;  // the input ran out: the loop's normal end
+  } catch (const StopIteration&) {
+    throw;
+  } catch (const std::exception& error) {
+    run_values.results = FetchResult();
+    for (SessionRunHook* hook : hooks_) {
+      try {
+        hook->on_run_error(context, run_values, error);
+      } catch (...) {
+        // The run's error is the one to report.
+      }
+    }
+    throw;
   }
+  const std::span<const Tensor> all(values);
   should_stop_ = should_stop_ || context.stop_requested();
   return FetchResult::unflatten(fetches, all.first(caller_outputs));
 }

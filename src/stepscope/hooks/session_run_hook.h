@@ -13,6 +13,8 @@
 //     session.run(merged fetches, feeds, options)
 //     hook.after_run(run_context, run_values)  results in the shape of the hook's own fetches
 //   hook.end(session)                 last chance to run ops
+//   (a run that raised: hook.on_run_error(run_context, run_values, error) on every hook, then
+//   the error propagates)
 //
 // Exceptions: if run() raises OutOfRangeError (the input ran out) or the loop is left through
 // StopIteration (StepContext::request_stop), after_run is skipped but end() is still called.
@@ -73,6 +75,14 @@ class SessionRunHook {
   virtual std::optional<SessionRunArgs> before_run(SessionRunContext& run_context) { return std::nullopt; }
   virtual void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) {}
   virtual void end(Session& session) {}
+  // Beyond TensorFlow: the run raised (Session::run, or a hook's after_run such as
+  // NanTensorHook's "NaN loss during training."), and the error is about to propagate. Called
+  // on every hook, in order, with the run's values so far: run_metadata holds what the step
+  // traced before it failed (results are empty). Not called for the normal ends of a loop
+  // (OutOfRangeError, StopIteration). An exception thrown here is dropped: the run's error is
+  // what propagates.
+  virtual void on_run_error(SessionRunContext& run_context, const SessionRunValues& run_values,
+                            const std::exception& error) {}
 };
 
 }  // namespace stepscope

@@ -539,6 +539,10 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     s.lit(",\"baseTimeNanoseconds\":");
     s.i64(base_wall_ns);
   }
+  if (!options.metadata_json.empty()) {
+    s.lit(",\"metadata\":");
+    s.raw(options.metadata_json);
+  }
   s.ch('}');
 }
 
@@ -573,7 +577,9 @@ std::string Timeline::generate_chrome_trace_format(bool show_dataflow, bool show
 void Timeline::write_chrome_trace(std::string& out, const ChromeTraceOptions& options) const {
   if (options.pretty) {
     std::string compact;
-    write_chrome_trace(compact, {.show_dataflow = options.show_dataflow, .show_memory = options.show_memory});
+    write_chrome_trace(compact, {.show_dataflow = options.show_dataflow,
+                                 .show_memory = options.show_memory,
+                                 .metadata_json = options.metadata_json});
     json_out::append_pretty(out, compact);
     return;
   }

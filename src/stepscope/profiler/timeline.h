@@ -38,6 +38,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepscope {
@@ -61,6 +62,9 @@ struct ChromeTraceOptions {
   bool show_dataflow = true;
   bool show_memory = false;
   bool pretty = false;  // TensorFlow's layout: indent 4, separators "," and ": "
+  // A JSON object written as the trace's top-level "metadata" (Perfetto keeps that key, catapult
+  // shows it in its Metadata dialog); empty: none. Written as given: it must be valid JSON.
+  std::string_view metadata_json = {};
 };
 
 class Timeline {

@@ -235,8 +235,14 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   // serve
   std::string serve_dir, host = "127.0.0.1";
   int port = 9001;
-  CLI::App* serve_command = app.add_subcommand("serve", "Serve the timelines under a directory to a browser");
-  serve_command->add_option("dir", serve_dir, "Directory of a run (or of many runs)")->required();
+  CLI::App* serve_command = app.add_subcommand(
+      "serve",
+      "A web UI for the runs under a directory: step time, scalars, timelines, tfprof views, critical path, memory");
+  serve_command
+      ->add_option(
+          "dir", serve_dir,
+          "Directory of a run or of many runs (each directory with event files, timelines or a profile is a run)")
+      ->required();
   serve_command->add_option("--host", host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
   serve_command->add_option("--port", port, "Port (Perfetto's URL links need 9001; 0: any free port)")
       ->capture_default_str();
@@ -324,7 +330,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       TraceServer server({.root = serve_dir, .host = host, .port = port, .token = token});
       const int bound = server.bind();
       const std::string query = token.empty() ? "" : "?token=" + token;
-      out << "serving the traces under " << serve_dir << " at " << server.url() << " (Ctrl-C stops)\n";
+      out << "serving the runs under " << serve_dir << " at " << server.url() << " (Ctrl-C stops)\n";
       if (is_loopback_host(host))
         out << "  from another machine: ssh -L " << bound << ":localhost:" << bound
             << " <this host>, then open http://localhost:" << bound << "/\n";

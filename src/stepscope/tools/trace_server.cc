@@ -18,7 +18,10 @@
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/json_out.h"
+#include "stepscope/tools/run_catalog.h"
 #include "stepscope/tools/trace_window.h"
+#include "stepscope/tools/web_api.h"
+#include "stepscope/tools/web_assets.h"
 
 namespace stepscope {
 
@@ -90,40 +93,6 @@ std::string url_path(std::string_view path) {
   return out;
 }
 
-std::string human_bytes(int64_t bytes) {
-  char buffer[32];
-  if (bytes >= 1000000)
-    std::snprintf(buffer, sizeof buffer, "%.1f MB", bytes / 1e6);
-  else if (bytes >= 1000)
-    std::snprintf(buffer, sizeof buffer, "%.1f KB", bytes / 1e3);
-  else
-    std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
-  return buffer;
-}
-
-// Fetches the file, opens ui.perfetto.dev and hands it the bytes once it answers PING with PONG
-// (Perfetto's documented postMessage protocol; its channel is not buffered).
-constexpr const char* kOpenInPerfettoScript = R"js(
-const PERFETTO = 'https://ui.perfetto.dev';
-async function openInPerfetto(path) {
-  const status = document.getElementById('status');
-  status.textContent = 'fetching ' + path + ' ...';
-  const response = await fetch(path);
-  if (!response.ok) { status.textContent = path + ': HTTP ' + response.status; return; }
-  const buffer = await response.arrayBuffer();
-  const perfetto = window.open(PERFETTO + '/#!/');
-  if (!perfetto) { status.textContent = 'the browser blocked the Perfetto window: allow pop-ups for this page'; return; }
-  const ping = setInterval(() => perfetto.postMessage('PING', PERFETTO), 50);
-  window.addEventListener('message', function onMessage(event) {
-    if (event.source !== perfetto || event.data !== 'PONG') return;
-    clearInterval(ping);
-    window.removeEventListener('message', onMessage);
-    perfetto.postMessage({perfetto: {buffer: buffer, title: path, fileName: path.split('/').pop()}}, PERFETTO);
-    status.textContent = 'opened ' + path + ' in Perfetto';
-  });
-}
-)js";
-
 std::string json_literal(std::string_view s) {
   std::string out;
   json_out::append_string(out, s);
@@ -158,33 +127,6 @@ std::vector<TraceFile> list_trace_files(const fs::path& root) {
   return files;
 }
 
-std::string render_trace_index(const std::vector<TraceFile>& files, const std::string& title) {
-  std::ostringstream html;
-  html << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepscope: " << html_escape(title)
-       << "</title>\n<style>body{font-family:sans-serif;margin:2em}"
-       << "table{border-collapse:collapse}td,th{padding:.3em 1em;text-align:left;border-bottom:1px solid #ddd}"
-       << "td.n{text-align:right}</style>\n<script>" << kOpenInPerfettoScript << "</script></head><body>\n"
-       << "<h1>Traces in " << html_escape(title) << "</h1>\n";
-  if (files.empty()) {
-    html << "<p>No trace files yet (timeline-&lt;step&gt;.json appear as the ProfilerHook writes them; reload "
-            "this page).</p>\n";
-  } else {
-    html << "<table><tr><th>file</th><th>step</th><th>size</th><th></th><th></th><th></th></tr>\n";
-    for (const TraceFile& f : files) {
-      const std::string href = url_path(f.path);
-      html << "<tr><td>" << html_escape(f.path) << "</td><td class=n>" << (f.step >= 0 ? std::to_string(f.step) : "")
-           << "</td><td class=n>" << human_bytes(f.bytes) << "</td><td><a class=view href=\"/viewer/"
-           << html_escape(href) << "\">view</a></td><td><button onclick=\"openInPerfetto('" << html_escape(href)
-           << "')\">open in Perfetto</button></td><td><a href=\"" << html_escape(href)
-           << "\" download>download</a> (for chrome://tracing's Load)</td></tr>\n";
-    }
-    html << "</table>\n";
-  }
-  html << "<p id=\"status\"></p>\n<p>Machine-readable list: <a href=\"/api/traces\">/api/traces</a>.</p>\n"
-       << "</body></html>\n";
-  return html.str();
-}
-
 fs::path default_trace_viewer_dir() {
   if (const char* dir = std::getenv("STEPSCOPE_TRACE_VIEWER_DIR"); dir && *dir) return dir;
   return "/usr/share/go-1.19/src/cmd/trace/static";
@@ -198,6 +140,7 @@ ServedDirectory::ServedDirectory(const fs::path& directory, std::string token, f
     : title(directory.string()), token(std::move(token)), viewer_dir(std::move(viewer_dir)) {
   require_directory(directory);
   root = fs::canonical(directory);
+  catalog = std::make_shared<RunCatalog>(root);
 }
 
 namespace {
@@ -269,9 +212,9 @@ std::string_view find_pair(std::string_view list, std::string_view key, char sep
   return {};
 }
 
-// The file `relative` names under the root, or the status that refuses it: no "..", no
-// absolute paths, no symbolic links out of the root, regular files only.
-int resolve(const ServedDirectory& served, std::string_view relative, fs::path& file) {
+}  // namespace
+
+int resolve_served_path(const ServedDirectory& served, std::string_view relative, fs::path& file, bool directory) {
   if (relative.empty() || relative.front() == '/') return 403;
   for (size_t begin = 0; begin <= relative.size();) {
     const size_t end = std::min(relative.find('/', begin), relative.size());
@@ -283,8 +226,14 @@ int resolve(const ServedDirectory& served, std::string_view relative, fs::path& 
   if (error) return 404;
   const auto [root_end, file_it] = std::mismatch(served.root.begin(), served.root.end(), file.begin(), file.end());
   if (root_end != served.root.end()) return 403;
-  if (!fs::is_regular_file(file, error)) return 404;
+  if (!(directory ? fs::is_directory(file, error) : fs::is_regular_file(file, error))) return 404;
   return 200;
+}
+
+namespace {
+
+int resolve(const ServedDirectory& served, std::string_view relative, fs::path& file) {
+  return resolve_served_path(served, relative, file);
 }
 
 std::optional<std::string> read_whole(const fs::path& file) {
@@ -393,9 +342,26 @@ HttpReply handle_request(const ServedDirectory& served, const HttpRequest& reque
     return reply;
   };
 
-  if (path == "/")
-    return with_headers({200, "text/html", render_trace_index(list_trace_files(served.root), served.title)});
+  if (path == "/" || path.rfind("/ui/", 0) == 0) {
+    const WebAsset* asset = find_web_asset(path == "/" ? "index.html" : std::string_view(path).substr(4));
+    if (!asset) return text_reply(404, "not found\n");
+    return with_headers({200, std::string(asset->content_type), std::string(asset->body)});
+  }
   if (path == "/api/traces") return with_headers({200, "application/json", traces_json(served.root)});
+  fs::path file;
+  // Before web_api's "/api/": a big trace's overview and windows (trace_window.h).
+  if (path.rfind("/api/trace_summary/", 0) == 0 || path.rfind("/api/trace_window/", 0) == 0) {
+    const size_t slash = path.find('/', 5);
+    const std::string relative = path.substr(slash + 1);
+    const int status = resolve(served, relative, file);
+    if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
+    return with_headers(trace_api_reply(file, relative, std::string_view(path).substr(5, slash - 5), query));
+  }
+  if (path.rfind("/api/", 0) == 0) {
+    std::optional<HttpReply> reply = handle_api_request(served, path, query);
+    if (!reply) return text_reply(404, "not found\n");
+    return with_headers(std::move(*reply));
+  }
   if (path.rfind("/static/", 0) == 0) {
     const std::string_view name = std::string_view(path).substr(8);
     for (const char* allowed : kViewerFiles) {
@@ -407,19 +373,11 @@ HttpReply handle_request(const ServedDirectory& served, const HttpRequest& reque
     }
     return text_reply(404, "not found\n");
   }
-  fs::path file;
   if (path.rfind("/viewer/", 0) == 0) {
     const std::string relative = path.substr(8);
     const int status = resolve(served, relative, file);
     if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
     return with_headers({200, "text/html", render_viewer(relative, use_windowed_viewer(file, query))});
-  }
-  if (path.rfind("/api/trace_summary/", 0) == 0 || path.rfind("/api/trace_window/", 0) == 0) {
-    const size_t slash = path.find('/', 5);
-    const std::string relative = path.substr(slash + 1);
-    const int status = resolve(served, relative, file);
-    if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
-    return with_headers(trace_api_reply(file, relative, std::string_view(path).substr(5, slash - 5), query));
   }
   const int status = resolve(served, std::string_view(path).substr(1), file);
   if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");

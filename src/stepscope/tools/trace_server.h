@@ -1,13 +1,14 @@
-// Looking at a remote run's timelines from a browser: a small HTTP server over a run's
-// directory (`stepscope serve runs/demo`). Its index page lists every trace file under the
-// directory (timeline-<step>.json / .json.gz, newest steps of each run last) with
-//  - "view": the trace in catapult's trace viewer (chrome://tracing's, as Debian's
-//    golang-1.19-src ships it for `go tool trace`), served by stepscope itself: nothing is
-//    fetched from the internet, so it works on an air-gapped server through
-//    `ssh -L 9001:localhost:9001 host`;
-//  - "open in Perfetto": the page fetches the file and hands it to ui.perfetto.dev through
-//    postMessage (Perfetto's documented protocol for dashboards);
-//  - a download link, for chrome://tracing's Load button.
+// Looking at remote runs from a browser: a small HTTP server over a directory of runs
+// (`stepscope serve runs`), with pages (web_assets.h, over the JSON API of web_api.h) that show
+//  - the runs under the directory, and for a run its step time and scalars over the steps, its
+//    traced steps and its saved profile, updated while the run trains;
+//  - a traced step in catapult's trace viewer (chrome://tracing's, as Debian's golang-1.19-src
+//    ships it for `go tool trace`), served by stepscope itself: nothing is fetched from the
+//    internet, so it works on an air-gapped server through `ssh -L 9001:localhost:9001 host`;
+//    "open in Perfetto" hands the file to ui.perfetto.dev instead (postMessage, Perfetto's
+//    documented protocol for dashboards);
+//  - tfprof's four views as tables with the tfprof options as controls, the advisor's report with
+//    a step's critical path, and a step's memory (allocator counters, largest tensors).
 // Security: loopback only by default. Bound to any other address, every request needs the
 // server's token (printed at start, as Jupyter does: the URL "/?token=T" sets a cookie; a
 // "token T" Authorization header works too). No `Access-Control-Allow-Origin: *`: trace files
@@ -27,6 +28,8 @@
 
 namespace stepscope {
 
+class RunCatalog;
+
 // Where catapult's viewer is: Debian's golang-1.19-src (trace_viewer_full.html and the
 // webcomponents polyfill it needs); STEPSCOPE_TRACE_VIEWER_DIR overrides it.
 std::filesystem::path default_trace_viewer_dir();
@@ -45,9 +48,6 @@ struct TraceFile {
 // NotFoundError when `root` is not a directory.
 std::vector<TraceFile> list_trace_files(const std::filesystem::path& root);
 
-// The index page for those files, as served at "/".
-std::string render_trace_index(const std::vector<TraceFile>& files, const std::string& title);
-
 // The directory a server serves, resolved once: `root` is canonical (symbolic links resolved),
 // `title` the directory as the user named it (the index page's heading). NotFoundError when it
 // is not a directory.
@@ -58,7 +58,15 @@ struct ServedDirectory {
   std::string title;
   std::string token;                 // "" = none required
   std::filesystem::path viewer_dir;  // catapult's static files
+  // What the runs under `root` hold (the pages' API reads it; it caches what it read).
+  std::shared_ptr<RunCatalog> catalog;
 };
+
+// The path `relative` names under the served root (a regular file, or with `directory` a
+// directory), or the status that refuses it: 403 for "..", an absolute path or symbolic links
+// that lead out of the root, 404 for anything else that is not there.
+int resolve_served_path(const ServedDirectory& served, std::string_view relative, std::filesystem::path& out,
+                        bool directory = false);
 
 struct HttpReply {
   int status = 200;
@@ -81,11 +89,12 @@ struct HttpRequest {
 // still percent-encoded: it is decoded here, once.
 //   With a token: 403 unless the query has token=<token> (the reply then sets the cookie
 //   "stepscope_token"), the cookie holds it, or the Authorization header is "token <token>".
-//   GET or HEAD "/": the index page; "/api/traces": the list as JSON; "/viewer/<path>": the
-//   trace at <path> in catapult's viewer (a big one through windows: trace_window.h; "?mode=window"
-//   or "?mode=full" decides); "/api/trace_summary/<path>" and
-//   "/api/trace_window/<path>?start=&end=&resolution=": its overview and windows as JSON (400 for
-//   a bad parameter, 422 for a file that is not a trace); "/static/<file>": the viewer's two files; "/<path>":
+//   GET or HEAD "/": the pages (and "/ui/<file>" their scripts); "/api/traces": the trace files
+//   as JSON; "/api/trace_summary/<path>" and "/api/trace_window/<path>?start=&end=&resolution=":
+//   a trace's overview and windows as JSON (trace_window.h; 400 for a bad parameter, 422 for a
+//   file that is not a trace); "/api/...": web_api.h; "/viewer/<path>": the trace at <path> in
+//   catapult's viewer (a big one through windows: "?mode=window" or "?mode=full" decides);
+//   "/static/<file>": the viewer's two files; "/<path>":
 //   the file at <path> under the root, application/json (or application/gzip for .gz);
 //   405 for any other method; 414 for a target over 4 KiB; 400 for a target that is not an
 //   absolute path or has a bad percent escape or a NUL; 403 for a path with a ".." segment, an
