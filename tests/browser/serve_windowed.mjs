@@ -29,6 +29,7 @@ const dir = mkdtempSync(join(tmpdir(), 'stepscope-windowed-'));
 const made = spawnSync('python3', [join(here, 'make_big_trace.py'), join(dir, 'big.json'), '--slices', String(slices)],
                        { stdio: 'inherit' });
 if (made.status !== 0) throw new Error('make_big_trace.py failed');
+writeFileSync(join(dir, 'broken.json'), '{"traceEvents":[{"ph":"X",');
 
 function fail(message) {
   console.error(`serve_windowed: ${message}`);
@@ -138,6 +139,14 @@ try {
   await page.screenshot({ path: join(artifacts, 'serve_windowed_dragged.png') });
   if (dragged.warnings.length) fail(`dragged window: import warnings: ${dragged.warnings.slice(0, 5).join('; ')}`);
   if (dragged.slices === 0) fail('no slices in the dragged window');
+
+  // A file that is not a trace: the page says why.
+  await page.goto(`${url}viewer/broken.json?mode=window`);
+  await page.waitForFunction(() => /not valid JSON/.test(document.getElementById('status').textContent), null,
+                             { timeout: 60000 }).catch(() => {});
+  const said = await page.evaluate(() => document.getElementById('status').textContent);
+  console.log(`broken.json: ${said}`);
+  if (!/^broken\.json: not valid JSON at byte \d+/.test(said)) fail(`broken.json: the page says "${said}"`);
 
   const foreign = requests.filter((r) => !r.startsWith(url.replace(/\/$/, '')) && !r.startsWith('data:'));
   if (foreign.length) fail(`the page fetched from elsewhere: ${foreign.join(', ')}`);

@@ -733,7 +733,12 @@ double number_parameter(std::string_view query, std::string_view key, double fal
   return v;
 }
 
-HttpReply error_reply(int status, const std::string& message) { return {status, "text/plain", message + "\n"}; }
+// As web_api.h's errors: {"error": "..."}.
+HttpReply error_reply(int status, const std::string& message) {
+  std::string body = "{\"error\":";
+  json_out::append_string(body, message);
+  return {status, "application/json", body + "}"};
+}
 
 }  // namespace
 
@@ -796,6 +801,10 @@ const resolution = () => Math.max(200, Math.min(8000, Math.round(window.innerWid
 // The server indexes the trace while catapult's viewer loads (seconds, both): the summary and
 // the first window (the whole trace) are asked for at once.
 const prefetched = { summary: fetch(api('trace_summary')), first: fetch(api('trace_window') + '?resolution=' + resolution()) };
+async function errorOf(response) {
+  const text = await response.text();
+  try { return JSON.parse(text).error; } catch (e) { return TRACE + ': HTTP ' + response.status + ': ' + text; }
+}
 const ms = (us) => (us / 1000).toFixed(3) + ' ms';
 function overviewX(t, canvas) { return (t - summary.start) / Math.max(1e-9, summary.end - summary.start) * canvas.width; }
 function overviewT(x, canvas) { return summary.start + x / canvas.width * (summary.end - summary.start); }
@@ -824,7 +833,7 @@ async function showWindow(start, end, fetched) {
   document.getElementById('window-info').textContent = 'loading ' + ms(start - summary.start) + ' to ' + ms(end - summary.start) + ' ...';
   const response = await (fetched || fetch(api('trace_window') + '?start=' + start + '&end=' + end + '&resolution=' + resolution()));
   if (ticket !== loading) return;
-  if (!response.ok) return say(TRACE + ': HTTP ' + response.status + ': ' + await response.text());
+  if (!response.ok) return say(await errorOf(response));
   const text = await response.text();
   const events = Number(response.headers.get('X-Stepscope-Window-Events'));
   const overlapping = Number(response.headers.get('X-Stepscope-Window-Overlapping'));
@@ -857,7 +866,7 @@ async function startWindowed() {
   document.body.insertBefore(bar, document.body.firstChild);
   say('indexing ' + TRACE + ' on the server ...');
   const response = await prefetched.summary;
-  if (!response.ok) return say(TRACE + ': HTTP ' + response.status + ': ' + await response.text());
+  if (!response.ok) return say(await errorOf(response));
   summary = await response.json();
   say(TRACE + ': ' + summary.events + ' events: the viewer shows a window of it at a time');
   const canvas = document.getElementById('overview');

@@ -112,8 +112,8 @@ std::shared_ptr<const TraceIndex> cached_trace_index(const std::filesystem::path
 // "/api/trace_window/<path>?start=&end=&resolution=[&max_events=]" (`route` "trace_window";
 // resolution defaults to 2000, start and end to the trace's range, max_events to
 // kDefaultWindowMaxEvents) for `file` (resolved by the server),
-// named `relative`. 400 naming the parameter when one is bad, 422 naming the file when it is not
-// a readable trace.
+// named `relative`. Errors as web_api.h's, {"error": "..."}: 400 naming the parameter when one is
+// bad, 422 naming the file when it is not a readable trace.
 HttpReply trace_api_reply(const std::filesystem::path& file, const std::string& relative, std::string_view route,
                           std::string_view query);
 

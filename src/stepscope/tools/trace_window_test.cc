@@ -283,9 +283,11 @@ TEST_F(TraceWindowServerTest, BadParametersAndFilesAreRefused) {
   const std::string w = "/api/trace_window/run/timeline-1.json";
   HttpReply r = get(w + "?start=abc&end=3");
   EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(r.body, "parameter start is not a finite number: 'abc'\n");
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(json::parse(r.body)["error"], "parameter start is not a finite number: 'abc'");
   EXPECT_EQ(get(w + "?start=5&end=3").status, 400);
-  EXPECT_EQ(get(w + "?start=5&end=3").body, "run/timeline-1.json: window start 5.000 is after its end 3.000\n");
+  EXPECT_EQ(json::parse(get(w + "?start=5&end=3").body)["error"],
+            "run/timeline-1.json: window start 5.000 is after its end 3.000");
   EXPECT_EQ(get(w + "?end=inf").status, 400);
   EXPECT_EQ(get(w + "?resolution=1.5").status, 400);
   EXPECT_EQ(get(w + "?resolution=0").status, 400);
@@ -297,10 +299,10 @@ TEST_F(TraceWindowServerTest, BadParametersAndFilesAreRefused) {
 
   r = get("/api/trace_summary/run/broken.json");
   EXPECT_EQ(r.status, 422);
-  EXPECT_EQ(r.body.rfind("run/broken.json: not valid JSON", 0), 0u) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"].get<std::string>().rfind("run/broken.json: not valid JSON", 0), 0u) << r.body;
   r = get("/api/trace_window/run/notrace.json?start=0&end=1");
   EXPECT_EQ(r.status, 422);
-  EXPECT_EQ(r.body, "run/notrace.json: no \"traceEvents\" array: not a Chrome trace\n");
+  EXPECT_EQ(json::parse(r.body)["error"], "run/notrace.json: no \"traceEvents\" array: not a Chrome trace");
   EXPECT_EQ(get("/api/trace_summary/run/nope.json").status, 404);
   EXPECT_EQ(get("/api/trace_summary/../etc/passwd").status, 403);
   EXPECT_EQ(get("/api/trace_summary/%2e%2e/x.json").status, 403);
