@@ -26,6 +26,9 @@ scripts/browser_test.sh "$corpus" "${example_timelines[@]}"
 rm -rf build/serve-runs && mkdir -p build/serve-runs
 cp -r build/timeline_track build/fashion_timelines build/model_dir build/serve-runs/
 scripts/browser_test.sh --serve build/serve-runs build
+# A big trace (~260,000 events) in the viewer through server-side windows (trace_window.h), and
+# windows of every trace in the corpus, which must import as cleanly as the traces themselves.
+scripts/browser_test.sh --windowed build "$corpus"
 if scripts/browser_test.sh tests/browser/must_fail >/dev/null; then
   echo "tests/browser: catapult_import.mjs passed traces that chrome://tracing mis-draws" >&2
   exit 1
@@ -47,7 +50,7 @@ fi
 if [ "${SKIP_SANITIZERS:-0}" != 1 ] && [ "${SKIP_TSAN:-0}" != 1 ]; then
   # Only the programs holding the concurrency tests are built, and only those tests run: the
   # whole suite under TSan would cost the CI run far more than it finds.
-  tsan_tests='^(ThreadPool|Executor|Coordinator|MonitoredSession|MonitoredTrainingSession|SingularMonitoredSession|RunStepFn|ProfilerHookTest|ProfilerHook|TraceServerTest|WebApiTest)\.'
+  tsan_tests='^(ThreadPool|Executor|Coordinator|MonitoredSession|MonitoredTrainingSession|SingularMonitoredSession|RunStepFn|ProfilerHookTest|ProfilerHook|TraceServerTest|WebApiTest|TraceWindowServerTest)\.'
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_TSAN=ON -DSTEPSCOPE_BENCHMARKS=OFF >/dev/null
   cmake --build build-tsan -j"$jobs" --target base_test runtime_test hooks_test tools_test
   # halt_on_error: the first report fails the test (exit code 66). OpenBLAS is not instrumented:

@@ -19,6 +19,7 @@
 #include "stepscope/base/error.h"
 #include "stepscope/base/json_out.h"
 #include "stepscope/tools/run_catalog.h"
+#include "stepscope/tools/trace_window.h"
 #include "stepscope/tools/web_api.h"
 #include "stepscope/tools/web_assets.h"
 
@@ -243,44 +244,65 @@ std::optional<std::string> read_whole(const fs::path& file) {
 
 // The trace in catapult's viewer, embedded as catapult documents it (the HTML import of
 // trace_viewer_full.html, a tr-ui-timeline-view, tr.importer.Import); the page fetches the trace
-// from this server. window.stepscopeModel is the imported model (for tests).
-std::string render_viewer(std::string_view path) {
+// from this server, or, `windowed` (a big trace), windows of it (trace_window.h) under an overview
+// strip. window.stepscopeModel is the imported model (for tests), window.stepscopeWindow the
+// window shown.
+std::string render_viewer(std::string_view path, bool windowed) {
   std::ostringstream html;
-  html << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepscope: " << html_escape(path)
-       << "</title>\n<script src=\"/static/webcomponents.min.js\"></script>\n"
-       << "<link rel=\"import\" href=\"/static/trace_viewer_full.html\" onerror=\"viewerMissing()\">\n"
-       << "<style>html,body{margin:0;padding:0;width:100%;height:100%;overflow:hidden;box-sizing:border-box}"
-       << "#trace-viewer{height:100%}#status{font-family:sans-serif;margin:1em}</style>\n</head><body>\n"
-       << "<div id=\"status\">loading " << html_escape(path) << " ...</div>\n<script>\n"
-       << "const TRACE = " << json_literal(path) << ", URL_PATH = " << json_literal("/" + url_path(path)) << ";\n"
-       << R"js(function say(text) { document.getElementById('status').textContent = text; }
+  html
+      << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepscope: " << html_escape(path)
+      << "</title>\n<script src=\"/static/webcomponents.min.js\"></script>\n"
+      << "<link rel=\"import\" href=\"/static/trace_viewer_full.html\" onerror=\"viewerMissing()\">\n"
+      << "<style>html,body{margin:0;padding:0;width:100%;height:100%;overflow:hidden;box-sizing:border-box}"
+      << "#trace-viewer{height:100%}#status{font-family:sans-serif;margin:1em}"
+      << "body.windowed{display:flex;flex-direction:column}body.windowed #trace-viewer{flex:1;height:auto;min-height:0}"
+      << "body.windowed #status{margin:.2em 1em}#window-bar{font:13px sans-serif;padding:.3em 1em}"
+      << "#overview{width:100%;height:48px;display:block;cursor:crosshair}#window-info.sampled{color:#b06000}"
+      << "</style>\n</head><body>\n"
+      << "<div id=\"status\">loading " << html_escape(path) << " ...</div>\n<script>\n"
+      << "const TRACE = " << json_literal(path) << ", URL_PATH = " << json_literal("/" + url_path(path))
+      << ", WINDOWED = " << (windowed ? "true" : "false") << ";\n"
+      << R"js(function say(text) { document.getElementById('status').textContent = text; }
 function viewerMissing() {
   say("catapult's trace viewer is not installed on the server: apt-get install golang-1.19-src " +
       "(or set STEPSCOPE_TRACE_VIEWER_DIR)");
 }
-document.addEventListener('WebComponentsReady', async () => {
+async function importTrace(data) {
+  const model = new tr.Model();
+  await new tr.importer.Import(model).importTracesWithProgressDialog([data]);
+  return model;
+}
+function showModel(model) {
+  let viewer = document.getElementById('trace-viewer');
+  if (!viewer) {
+    const container = document.createElement('track-view-container');
+    container.id = 'track_view_container';
+    viewer = document.createElement('tr-ui-timeline-view');
+    viewer.track_view_container = container;
+    Polymer.dom(viewer).appendChild(container);
+    viewer.id = 'trace-viewer';
+    viewer.globalMode = true;
+    Polymer.dom(document.body).appendChild(viewer);
+  }
+  viewer.model = model;
+  viewer.viewTitle = TRACE;
+  window.stepscopeModel = model;
+}
+)js" << (windowed ? windowed_viewer_script() : "")
+      << R"js(document.addEventListener('WebComponentsReady', async () => {
   if (typeof tr === 'undefined') return viewerMissing();
+  if (WINDOWED) return startWindowed();
   const response = await fetch(URL_PATH);
   if (!response.ok) return say(TRACE + ': HTTP ' + response.status);
   const data = TRACE.endsWith('.gz') ? await response.arrayBuffer() : await response.text();
-  const model = new tr.Model();
+  let model;
   try {
-    await new tr.importer.Import(model).importTracesWithProgressDialog([data]);
+    model = await importTrace(data);
   } catch (e) {
     return say(TRACE + ': ' + e);
   }
   document.getElementById('status').remove();
-  const container = document.createElement('track-view-container');
-  container.id = 'track_view_container';
-  const viewer = document.createElement('tr-ui-timeline-view');
-  viewer.track_view_container = container;
-  Polymer.dom(viewer).appendChild(container);
-  viewer.id = 'trace-viewer';
-  viewer.globalMode = true;
-  Polymer.dom(document.body).appendChild(viewer);
-  viewer.model = model;
-  viewer.viewTitle = TRACE;
-  window.stepscopeModel = model;
+  showModel(model);
 });
 </script></body></html>
 )js";
@@ -326,6 +348,15 @@ HttpReply handle_request(const ServedDirectory& served, const HttpRequest& reque
     return with_headers({200, std::string(asset->content_type), std::string(asset->body)});
   }
   if (path == "/api/traces") return with_headers({200, "application/json", traces_json(served.root)});
+  fs::path file;
+  // Before web_api's "/api/": a big trace's overview and windows (trace_window.h).
+  if (path.rfind("/api/trace_summary/", 0) == 0 || path.rfind("/api/trace_window/", 0) == 0) {
+    const size_t slash = path.find('/', 5);
+    const std::string relative = path.substr(slash + 1);
+    const int status = resolve(served, relative, file);
+    if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
+    return with_headers(trace_api_reply(file, relative, std::string_view(path).substr(5, slash - 5), query));
+  }
   if (path.rfind("/api/", 0) == 0) {
     std::optional<HttpReply> reply = handle_api_request(served, path, query);
     if (!reply) return text_reply(404, "not found\n");
@@ -342,12 +373,11 @@ HttpReply handle_request(const ServedDirectory& served, const HttpRequest& reque
     }
     return text_reply(404, "not found\n");
   }
-  fs::path file;
   if (path.rfind("/viewer/", 0) == 0) {
     const std::string relative = path.substr(8);
     const int status = resolve(served, relative, file);
     if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
-    return with_headers({200, "text/html", render_viewer(relative)});
+    return with_headers({200, "text/html", render_viewer(relative, use_windowed_viewer(file, query))});
   }
   const int status = resolve(served, std::string_view(path).substr(1), file);
   if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");

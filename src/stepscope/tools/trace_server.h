@@ -90,8 +90,11 @@ struct HttpRequest {
 //   With a token: 403 unless the query has token=<token> (the reply then sets the cookie
 //   "stepscope_token"), the cookie holds it, or the Authorization header is "token <token>".
 //   GET or HEAD "/": the pages (and "/ui/<file>" their scripts); "/api/traces": the trace files
-//   as JSON; "/api/...": web_api.h; "/viewer/<path>": the
-//   trace at <path> in catapult's viewer; "/static/<file>": the viewer's two files; "/<path>":
+//   as JSON; "/api/trace_summary/<path>" and "/api/trace_window/<path>?start=&end=&resolution=":
+//   a trace's overview and windows as JSON (trace_window.h; 400 for a bad parameter, 422 for a
+//   file that is not a trace); "/api/...": web_api.h; "/viewer/<path>": the trace at <path> in
+//   catapult's viewer (a big one through windows: "?mode=window" or "?mode=full" decides);
+//   "/static/<file>": the viewer's two files; "/<path>":
 //   the file at <path> under the root, application/json (or application/gzip for .gz);
 //   405 for any other method; 414 for a target over 4 KiB; 400 for a target that is not an
 //   absolute path or has a bad percent escape or a NUL; 403 for a path with a ".." segment, an
