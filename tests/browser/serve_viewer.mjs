@@ -188,6 +188,18 @@ try {
   check((await page.locator('p.what-if-result').textContent()).startsWith(`What if ${opType} (`), 'what-if: no result line');
   await shot('what_if');
   console.log(`what-if ${opType} 4x: ${replay.what_if.wall_ns} -> ${replay.what_if.new_wall_ns} ns`);
+  // The critical path selected in the step's timeline.
+  if (check(advice.trace, `advice: step ${advice.step} has no timeline to show its path in`)) {
+    await page.locator('a.view-critical').click();
+    await page.waitForFunction(() => window.stepscopeHighlighted !== undefined && window.stepscopeModel, null, { timeout: 60000 });
+    await page.waitForFunction(() => window.stepscopeHighlighted > 0, null, { timeout: 10000 }).catch(() => {});
+    const highlighted = await page.evaluate(() => window.stepscopeHighlighted);
+    check(highlighted === advice.critical_path.path.length,
+          `timeline: ${highlighted} slices selected, the critical path has ${advice.critical_path.path.length} ops`);
+    await page.waitForTimeout(500);
+    await page.screenshot({ path: join(artifacts, 'serve_viewer_critical_path.png') });
+    console.log(`timeline: the critical path's ${highlighted} ops selected`);
+  }
 
   // 7. Memory: the first trace (of any run) that has memory tracks.
   let memoryShown = false;

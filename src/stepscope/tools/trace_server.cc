@@ -287,6 +287,28 @@ function showModel(model) {
   viewer.model = model;
   viewer.viewTitle = TRACE;
   window.stepscopeModel = model;
+  if (location.hash === '#critical') highlightCriticalPath(model, viewer);
+}
+// "#critical" (the advisor page's link): the step's critical path, from the run's profile,
+// selected in the viewer (the analysis panel below lists its ops). window.stepscopeHighlighted
+// counts the slices selected.
+async function highlightCriticalPath(model, viewer) {
+  window.stepscopeHighlighted = 0;
+  const m = TRACE.match(/^(?:(.*)\/)?timeline-(\d+)\.json(?:\.gz)?$/);
+  if (!m) return;
+  const run = (m[1] || '.').split('/').map(encodeURIComponent).join('/');
+  const response = await fetch('/api/advise/' + run + '?step=' + m[2]);
+  if (!response.ok) return;
+  const names = new Set((await response.json()).critical_path.path.map((op) => op.name));
+  const slices = [];
+  for (const thread of model.getAllThreads()) {
+    for (const slice of thread.sliceGroup.slices) {
+      const args = slice.args || {};
+      if (names.has(args.name) && (args.step === undefined || String(args.step) === m[2])) slices.push(slice);
+    }
+  }
+  viewer.brushingStateController.changeSelectionFromTimeline(new tr.model.EventSet(slices));
+  window.stepscopeHighlighted = slices.length;
 }
 )js" << (windowed ? windowed_viewer_script() : "")
       << R"js(document.addEventListener('WebComponentsReady', async () => {
