@@ -220,6 +220,15 @@ try {
     check(points === counters, `memory of ${trace}: ${points} chart points, the trace has ${counters} counter values`);
     const tensorRows = await page.locator('table.tensors tbody tr').count();
     check(tensorRows === Math.min(200, tensors), `memory of ${trace}: ${tensorRows} tensors listed, the trace has ${tensors}`);
+    // The peak by kind, when the run's profile has the step: its five parts sum to the peak.
+    const step = (trace.match(/timeline-(\d+)\.json/) || [])[1];
+    const kinds = r.has_profile ? (await getJson(`/api/memory/${apiPath(r.path)}?step=${step}`)).memory_by_kind : null;
+    if (kinds) {
+      const parts = await page.locator('.kinds-bar .kind').evaluateAll((spans) => spans.map((x) => Number(x.dataset.bytes)));
+      check(parts.length === 5 && parts.reduce((a, b) => a + b, 0) === kinds.peak_bytes,
+            `memory by kind: bar parts ${parts} do not sum to the peak ${kinds.peak_bytes}`);
+      console.log(`memory by kind of ${trace}: ${JSON.stringify(kinds)}`);
+    }
     await shot('memory');
     console.log(`memory of ${trace}: ${points} counter points, ${tensorRows} tensors`);
     memoryShown = true;

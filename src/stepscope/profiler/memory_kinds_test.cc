@@ -1,11 +1,16 @@
 #include "stepscope/profiler/memory_kinds.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "stepscope/base/error.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/temp_dir.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 #include "stepscope/train/variables.h"
@@ -81,6 +86,63 @@ TEST(MemoryKinds, AStepWithoutMemoryRecordsHasOnlyTheVariables) {
   EXPECT_EQ(memory.peak_time_ns, -1);
   EXPECT_EQ(memory.peak_bytes, memory.persistent_bytes);
   EXPECT_EQ(memory.of(MemoryKind::kGradients), 0);
+}
+
+// The profile works the breakdown out when a step is added (it has the graph then) and keeps it
+// in its file ('B' chunks), so a loaded profile, which has no graph, still has it.
+TEST(MemoryKinds, AProfileKeepsEachStepsBreakdown) {
+  AdamMlp m;
+  Session session(m.graph);
+  session.run(global_variables_initializer(Scope(m.graph)));
+  Tensor xs(DType::kFloat32, Shape{4, 8});
+  for (float& v : xs.flat<float>()) v = 0.5f;
+  Tensor ys(DType::kInt32, Shape{4});
+  for (int32_t& v : ys.flat<int32_t>()) v = 1;
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  Profiler profiler(m.graph);
+  for (int step = 1; step <= 2; ++step) {
+    RunMetadata metadata;
+    session.run({{m.x, xs}, {m.y, ys}}, {}, {m.train}, traced, &metadata);
+    profiler.add_step(step, metadata);
+  }
+  ASSERT_TRUE(profiler.memory_by_kind(2).has_value());
+  EXPECT_FALSE(profiler.memory_by_kind(3).has_value());
+  const int64_t params = (8 * 16 + 16 + 16 * 4 + 4) * 4;
+  EXPECT_EQ(profiler.memory_by_kind(2)->of(MemoryKind::kParameters), params);
+
+  testing::TempDir dir;
+  const std::string path = dir.file("profile");
+  profiler.save(path);
+  const Profiler loaded = Profiler::load(path);
+  for (int64_t step : {1, 2}) {
+    ASSERT_TRUE(loaded.memory_by_kind(step).has_value()) << step;
+    EXPECT_EQ(loaded.memory_by_kind(step)->to_json(), profiler.memory_by_kind(step)->to_json());
+  }
+  // A 'B' chunk for a step the file does not have is corruption, named. Walk the chunks (tag,
+  // u32 size, payload, u32 CRC) to the first 'B', point it at step 7 (zigzag 14) and fix its CRC.
+  std::string bytes = profiler.serialize_to_string();
+  size_t at = 12;  // magic and version
+  auto u32 = [&](size_t i) {
+    uint32_t v = 0;
+    for (int k = 3; k >= 0; --k) v = (v << 8) | static_cast<unsigned char>(bytes[i + k]);
+    return v;
+  };
+  while (at < bytes.size() && bytes[at] != 'B') at += 1 + 4 + u32(at + 1) + 4;
+  ASSERT_LT(at, bytes.size());
+  const uint32_t size = u32(at + 1);
+  bytes[at + 5] = 14;
+  const uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(bytes.data() + at + 5), size));
+  for (int k = 0; k < 4; ++k) bytes[at + 5 + size + k] = static_cast<char>((crc >> (8 * k)) & 0xff);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  try {
+    Profiler::load(path);
+    FAIL() << "loaded a corrupt profile";
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find("memory chunk of step 7 without its step chunk"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

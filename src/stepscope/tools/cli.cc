@@ -192,9 +192,12 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   ProfFlags prof;
   std::string prof_view, prof_path;
   CLI::App* prof_command = app.add_subcommand("prof", "Print a tfprof view of a saved profile (ProfilerHook's)");
-  prof_command->add_option("view", prof_view, "scope, op, graph, code or advise")
+  prof_command
+      ->add_option("view", prof_view,
+                   "scope, op, graph, code, advise, or memory (a step's peak memory by kind: parameters, optimizer "
+                   "slots, gradients, activations, other)")
       ->required()
-      ->check(CLI::IsMember({"scope", "op", "graph", "code", "advise"}));
+      ->check(CLI::IsMember({"scope", "op", "graph", "code", "advise", "memory"}));
   prof_command->add_option("--profile,--profile_path", prof_path, "A profile saved by Profiler::save / ProfilerHook")
       ->required();
   add_prof_flags(*prof_command, prof);
@@ -275,6 +278,18 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       validate_profile_options(options);  // strict here, as tfprof's command line is
       if (prof_view == "advise") {
         out << profiler.advise(AdvisorOptions::all(), false).text();
+        return 0;
+      }
+      if (prof_view == "memory") {
+        const std::vector<int64_t> steps = profiler.steps();
+        if (steps.empty()) throw NotFoundError("profile " + prof_path + " has no steps");
+        const int64_t step = options.step >= 0 ? options.step : steps.back();
+        profile_step(profiler, step, prof_path);  // NotFoundError listing the steps
+        const std::optional<MemoryByKind> memory = profiler.memory_by_kind(step);
+        if (!memory)
+          throw NotFoundError("profile " + prof_path + " has no memory breakdown of step " + std::to_string(step) +
+                              " (the step was added without its graph, or by an older stepscope)");
+        out << (prof.json ? memory->to_json() + "\n" : "step " + std::to_string(step) + ": " + memory->to_text());
         return 0;
       }
       if (prof.json) options.output = "none";

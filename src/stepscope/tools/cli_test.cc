@@ -234,6 +234,22 @@ TEST_F(CliTest, WhatIfAnOpTypeRanFaster) {
   EXPECT_NE(r.err.find("the speedup must be a finite number > 0"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, ProfMemoryIsAStepsPeakByKind) {
+  CliResult r = cli({"prof", "memory", "--profile", path("profile")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("step 3: Peak memory ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("parameters 848 B"), std::string::npos) << r.out;  // (8*16 + 16 + 16*4 + 4) floats
+  r = cli({"prof", "memory", "--profile", path("profile"), "-step", "2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["parameters"], 848);
+  EXPECT_EQ(json["optimizer_slots"], 0);  // plain gradient descent keeps none
+  EXPECT_GT(json["gradients"].get<int64_t>(), 0);
+  r = cli({"prof", "memory", "--profile", path("profile"), "-step", "9"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has no step 9 (steps: 1 2 3)"), std::string::npos) << r.err;
+}
+
 TEST(Cli, VersionPrintsTheProjectVersion) {
   const CliResult r = cli({"--version"});
   EXPECT_EQ(r.code, 0);

@@ -232,6 +232,22 @@ HttpReply advise_reply(const ServedDirectory& served, std::string_view run_path,
                     ",\"what_if\":" + what_if_json + "}");
 }
 
+HttpReply memory_reply(const ServedDirectory& served, std::string_view run_path, std::string_view query) {
+  const auto params = parse_query(query);
+  RunCatalog& catalog = *served.catalog;
+  const std::shared_ptr<Profiler> profiler = catalog.profile(run_directory(served, run_path));
+  std::lock_guard lock(catalog.profile_mutex());
+  const std::vector<int64_t> steps = profiler->steps();
+  if (steps.empty()) throw NotFoundError("the profile has no steps");
+  int64_t step = steps.back();
+  if (auto it = params.find("step"); it != params.end() && it->second != "-1") step = parse_int("step", it->second);
+  if (!std::binary_search(steps.begin(), steps.end(), step))
+    throw NotFoundError("the profile has no step " + std::to_string(step) + " (steps: " + steps_json(steps) + ")");
+  const std::optional<MemoryByKind> memory = profiler->memory_by_kind(step);
+  return json_reply("{\"step\":" + std::to_string(step) + ",\"steps\":" + steps_json(steps) +
+                    ",\"memory_by_kind\":" + (memory ? memory->to_json() : "null") + "}");
+}
+
 std::string runs_json(const ServedDirectory& served) {
   std::string out = "{\"title\":";
   json_out::append_string(out, served.title);
@@ -277,6 +293,7 @@ std::optional<HttpReply> handle_api_request(const ServedDirectory& served, std::
       return json_reply(served.catalog->summary(run_directory(served, run)).to_json(kMaxPointsPerSeries));
     if (route("/api/tfprof/", run)) return tfprof_reply(served, run, query);
     if (route("/api/advise/", run)) return advise_reply(served, run, query);
+    if (route("/api/memory/", run)) return memory_reply(served, run, query);
   } catch (const Error& e) {
     const std::string message = without_root(served, e.what());
     switch (e.code()) {

@@ -19,6 +19,9 @@
 //                               "trace": the step's timeline or null, "what_if": WhatIf::to_json
 //                               of the step replayed with OP (a node or op type) K times faster
 //                               (default 2), or null}
+//   /api/memory/<run>[?step=N]  {"step", "steps", "memory_by_kind": MemoryByKind::to_json of the
+//                               step's peak (the latest by default), or null when the profile
+//                               has none for it}
 //
 // Errors are JSON too, {"error": "..."}: 400 for a bad option (tfprof's words), 404 for a run or
 // step that is not there, 422 for a file that is damaged (naming it, relative to the directory).

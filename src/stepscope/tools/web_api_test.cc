@@ -231,6 +231,15 @@ TEST_F(WebApiTest, TheAdvisorAndTheCriticalPathOfAStep) {
               ::testing::HasSubstr("the speedup must be a finite number > 0"));
 }
 
+TEST_F(WebApiTest, AStepsMemoryByKind) {
+  json memory = get("/api/memory/train");
+  EXPECT_EQ(memory["step"], 30);
+  EXPECT_EQ(memory["memory_by_kind"]["parameters"], (8 * 16 + 16 + 16 * 4 + 4) * 4);
+  EXPECT_GT(memory["memory_by_kind"]["peak_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(get("/api/memory/train", "step=10")["step"], 10);
+  EXPECT_EQ(get("/api/memory/train", "step=11", 404)["error"], "the profile has no step 11 (steps: [10,20,30])");
+}
+
 TEST_F(WebApiTest, PathsStayUnderTheServedDirectory) {
   fs::create_symlink("/etc", run_path() / "etc_link");
   EXPECT_EQ(get("/api/run/train/etc_link", "", 403)["error"], "forbidden");

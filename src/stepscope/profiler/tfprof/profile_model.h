@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "stepscope/graph/node.h"
+#include "stepscope/profiler/memory_kinds.h"
 
 namespace stepscope {
 
@@ -100,6 +102,8 @@ struct StepData {
   int64_t base_wall_ns = 0;
   std::vector<NodeStep> nodes;  // sorted by node
   std::vector<ExecRecord> execs;
+  // The step's peak memory by kind (memory_kinds.h), when it was added with its graph.
+  std::optional<MemoryByKind> memory;
 };
 
 // What a view reads of one node for the chosen step (or the average over steps).

@@ -161,10 +161,22 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   Impl& m = *impl_;
   m.model.add_step(step, run_metadata, m.graph, *m.log);
   auto it = m.model.steps.find(step);
+  if (it != m.model.steps.end() && m.graph && !run_metadata.step_stats.empty()) {
+    // The graph says which tensor is which; a loaded profile has none, so it is worked out now.
+    // Of several RunMetadata of one step, the one with the highest peak is kept.
+    MemoryByKind memory = stepscope::memory_by_kind(*m.graph, run_metadata.step_stats);
+    if (!it->second.memory || memory.peak_bytes > it->second.memory->peak_bytes) it->second.memory = memory;
+  }
   if (it != m.model.steps.end()) m.step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
   // The encoded steps follow the model's: those it dropped go.
   while (!m.step_chunks.empty() && !m.model.steps.count(m.step_chunks.begin()->first))
     m.step_chunks.erase(m.step_chunks.begin());
+}
+
+std::optional<MemoryByKind> Profiler::memory_by_kind(int64_t step) const {
+  auto it = impl_->model.steps.find(step);
+  if (it == impl_->model.steps.end()) return std::nullopt;
+  return it->second.memory;
 }
 
 std::vector<int64_t> Profiler::steps() const {

@@ -43,12 +43,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "stepscope/base/file_io.h"
+#include "stepscope/profiler/memory_kinds.h"
 #include "stepscope/profiler/tfprof/advisor.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/options.h"
@@ -137,6 +139,10 @@ class Profiler {
   // Each node's float ops per run in `step`, by node name (a loaded profile keeps them, so its
   // timelines can show them); empty for a step not added.
   std::unordered_map<std::string, int64_t> float_ops_per_run(int64_t step) const;
+  // The step's peak memory split into parameters, optimizer slots, gradients, activations and
+  // other (memory_kinds.h): worked out from the graph when the step was added, and saved with
+  // the profile. Nothing for a step not added, or added to a loaded profile (no graph).
+  std::optional<MemoryByKind> memory_by_kind(int64_t step) const;
   // Read-only view of everything the profiler holds (profile_model.h).
   const tfprof::ProfileModel& model() const;
   // The graph it profiles; null for a loaded profile (a file has none).

@@ -614,6 +614,35 @@ function memoryOf(trace) {
   return { counters, tensors: [...tensors.values()] };
 }
 
+// The peak split by kind, as one stacked bar and its legend.
+const KINDS = [
+  ['parameters', 'parameters'], ['optimizer_slots', 'optimizer slots'], ['gradients', 'gradients'],
+  ['activations', 'activations'], ['other', 'other']
+];
+function memoryKindsBar(m) {
+  const total = m.peak_bytes || 1;
+  const bar =
+      el('div', {class: 'kinds-bar'},
+         KINDS.map(([key], i) => el('span', {
+                     class: `kind kind-${key}`,
+                     style: `width:${(100 * m[key] / total).toFixed(2)}%;background:${COLORS[i]}`,
+                     title: `${key}: ${fmtBytes(m[key])}`,
+                     'data-bytes': m[key]
+                   })));
+  const legend =
+      el('div', {class: 'legend'},
+         KINDS.map(([key, label], i) => el('span', {
+                     style: `--c:${COLORS[i]}`,
+                     text: `${label} ${fmtBytes(m[key])} (${(100 * m[key] / total).toFixed(1)}%)  `
+                   })));
+  return el(
+      'div', {class: 'memory-kinds'}, el('h2', {
+        text: `Peak memory by kind: ${fmtBytes(m.peak_bytes)} (${fmtBytes(m.persistent_bytes)} of variables, ${
+            fmtBytes(m.transient_peak_bytes)} allocated in the step)`
+      }),
+      bar, legend);
+}
+
 async function memoryPage(params) {
   const trace = params.get('trace');
   const run = params.get('run') || '.';
@@ -624,6 +653,15 @@ async function memoryPage(params) {
     const { counters, tensors } = memoryOf(await readTrace(trace));
     const parts = [el('h1', { text: `Memory over ${trace}` }),
                    el('p', {}, el('a', { href: '/viewer/' + urlPath(trace), text: 'open the step in the timeline viewer' }))];
+    // The step's peak by kind, from the run's profile (it knew the graph when the step was added).
+    const step = (trace.match(/timeline-(\d+)\.json/) || [])[1];
+    if (step !== undefined) {
+      try {
+        const m = (await api(`${runUrl('memory', run)}?step=${step}`)).memory_by_kind;
+        if (m) parts.push(memoryKindsBar(m));
+      } catch (e) { /* no profile, or not this step: the rest of the page still says a lot */
+      }
+    }
     if (!counters.size && !tensors.length) {
       parts.push(el('p', { class: 'muted', text: 'This timeline has no memory tracks: ProfilerHook writes them with show_memory=true (or convert the step\'s run_metadata-<step>.pb with `stepscope timeline --show_memory`).' }));
     } else {

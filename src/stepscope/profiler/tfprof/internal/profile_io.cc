@@ -229,7 +229,21 @@ std::string encode_step_chunk(int64_t step, const StepData& data) {
     w.zz(e.op_end_rel_ns);
     w.zz(e.all_end_rel_ns);
   }
-  return chunk('S', p);
+  std::string out = chunk('S', p);
+  if (data.memory) {
+    // 'B': the step's peak memory by kind, right after its 'S'.
+    std::string b;
+    Writer wb(b);
+    wb.zz(step);
+    wb.zz(data.memory->peak_bytes);
+    wb.zz(data.memory->persistent_bytes);
+    wb.zz(data.memory->transient_peak_bytes);
+    wb.zz(data.memory->peak_time_ns);
+    wb.varint(kNumMemoryKinds);
+    for (int64_t bytes : data.memory->bytes) wb.zz(bytes);
+    out += chunk('B', b);
+  }
+  return out;
 }
 
 std::string encode_dropped_chunk(const ProfileModel& model) {
@@ -399,6 +413,21 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           e.all_end_rel_ns = r.zz();
         }
         ++num_steps;
+        break;
+      }
+      case 'B': {
+        const int64_t step = r.zz();
+        auto it = model.steps.find(step);
+        if (it == model.steps.end() || it->second.memory)
+          r.fail("memory chunk of step " + std::to_string(step) + " without its step chunk");
+        MemoryByKind m;
+        m.peak_bytes = r.zz();
+        m.persistent_bytes = r.zz();
+        m.transient_peak_bytes = r.zz();
+        m.peak_time_ns = r.zz();
+        if (r.varint() != kNumMemoryKinds) r.fail("memory chunk with a different number of kinds");
+        for (int64_t& bytes : m.bytes) bytes = r.zz();
+        it->second.memory = m;
         break;
       }
       case 'A': {

@@ -33,6 +33,9 @@
 //      zz run_count, zz accelerator_micros, zz cpu_micros, zz requested, zz peak, zz residual,
 //      zz output bytes, zz float_ops — the sums over the dropped steps. Files without it (all
 //      written before it existed) mean nothing was dropped.
+//   B (optional, right after a step's 'S'; steps added without their graph have none): zz step,
+//      zz peak_bytes, zz persistent_bytes, zz transient_peak_bytes, zz peak_time_ns, varint
+//      number of kinds (5), zz bytes of each MemoryKind (memory_kinds.h).
 //   E: varint num_steps.
 // A step's chunk never changes once written, so a Profiler encodes each step once and saving
 // is writing the chunks out.
