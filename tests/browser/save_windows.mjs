@@ -5,7 +5,7 @@
 // by a window's edges must not be).
 //
 //   node save_windows.mjs STEPSCOPE_BINARY TRACE_DIR OUT_DIR
-import { spawn } from 'node:child_process';
+import { startServe } from './serve_lib.mjs';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -15,18 +15,8 @@ if (!out) {
   process.exit(2);
 }
 mkdirSync(out, { recursive: true });
-const server = spawn(binary, ['serve', traceDir, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const { server, url } = await startServe(binary, traceDir);
 try {
-  const url = await new Promise((resolve, reject) => {
-    let text = '';
-    server.stdout.on('data', (chunk) => {
-      text += chunk;
-      const m = text.match(/ at (http:\/\/\S+\/)/);
-      if (m) resolve(m[1]);
-    });
-    server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${text}`)));
-    setTimeout(() => reject(new Error(`stepscope serve printed no URL: ${text}`)), 20000);
-  });
   const traces = await (await fetch(`${url}api/traces`)).json();
   let saved = 0, sampled = 0;
   for (const [n, trace] of traces.entries()) {

@@ -8,8 +8,7 @@
 //
 //   node serve_viewer.mjs STEPSCOPE_BINARY RUNS_DIR ARTIFACT_DIR
 // RUNS_DIR is changed: the live check writes a copy of a trace into one of its runs.
-import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
+import { launchChromium, startServe } from './serve_lib.mjs';
 import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -30,25 +29,12 @@ function check(condition, message) {
 }
 
 // The server on any free port; its first line says where.
-const server = spawn(binary, ['serve', runsDir, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const url = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (chunk) => {
-    out += chunk;
-    const m = out.match(/ at (http:\/\/\S+\/)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${out}`)));
-  setTimeout(() => reject(new Error(`stepscope serve printed no URL: ${out}`)), 20000);
-});
+const { server, url } = await startServe(binary, runsDir);
 const base = url.replace(/\/$/, '');
 const getJson = async (path) => (await fetch(base + path)).json();
 const apiPath = (p) => p.split('/').map(encodeURIComponent).join('/');
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-});
+const browser = await launchChromium();
 let liveCopy = null;
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });

@@ -8,8 +8,8 @@
 // two windows (down-sampled and complete) as files, for catapult_import.mjs.
 //
 //   node serve_windowed.mjs STEPSCOPE_BINARY ARTIFACT_DIR [--slices N]
-import { chromium } from 'playwright-core';
-import { spawn, spawnSync } from 'node:child_process';
+import { launchChromium, startServe } from './serve_lib.mjs';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -36,17 +36,7 @@ function fail(message) {
   process.exitCode = 1;
 }
 
-const server = spawn(binary, ['serve', dir, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const url = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (chunk) => {
-    out += chunk;
-    const m = out.match(/ at (http:\/\/\S+\/)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${out}`)));
-  setTimeout(() => reject(new Error(`stepscope serve printed no URL: ${out}`)), 20000);
-});
+const { server, url } = await startServe(binary, dir);
 
 // What the page shows: the window, and the imported model's slices, flows, warnings and time span.
 const shown = () => {
@@ -65,10 +55,7 @@ const shown = () => {
   };
 };
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-});
+const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const requests = [];

@@ -8,8 +8,7 @@
 // 100 MB, million-event timeline.) A trace over ~15 MB is shown through server-side windows
 // (trace_window.h): then the time is to the first window, the whole trace down-sampled;
 // --mode full times the whole file instead, --mode window windows even a small one.
-import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
+import { launchChromium, startServe } from './serve_lib.mjs';
 import { statSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 
@@ -21,20 +20,8 @@ if (!trace) {
   console.error('usage: node viewer_load_time.mjs STEPSCOPE_BINARY TRACE_FILE');
   process.exit(2);
 }
-const server = spawn(binary, ['serve', dirname(trace), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const url = await new Promise((resolve, reject) => {
-  let out = '';
-  server.stdout.on('data', (chunk) => {
-    out += chunk;
-    const m = out.match(/ at (http:\/\/\S+\/)/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', (code) => reject(new Error(`stepscope serve exited with ${code}: ${out}`)));
-});
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-});
+const { server, url } = await startServe(binary, dirname(trace));
+const browser = await launchChromium();
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const t0 = Date.now();

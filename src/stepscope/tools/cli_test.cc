@@ -15,6 +15,7 @@
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/temp_dir.h"
 #include "stepscope/testing/trace_validator.h"
+#include "stepscope/tools/tools_test_util.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 
@@ -40,26 +41,10 @@ class CliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new testing::TempDir;
     dir_ = new fs::path(tmp_->path());
-    Graph graph;
-    Scope root(graph);
-    Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
-    Output y = placeholder(root.with_op_name("y"), DType::kInt32, Shape{-1});
-    Output h = nn::dense(root.with_name_scope("hidden"), x, 16, nn::Activation::relu, {.seed = 1});
-    Output logits = nn::dense(root.with_name_scope("logits"), h, 4, nn::Activation::none, {.seed = 2});
-    Output loss = reduce_mean(root.with_name_scope("loss"), sparse_softmax_cross_entropy_with_logits(root, y, logits));
-    Node* train = GradientDescentOptimizer(0.1).minimize(root, loss);
-    Session session(graph);
-    session.run(global_variables_initializer(root));
-    Tensor xs(DType::kFloat32, Shape{32, 8});
-    for (float& v : xs.flat<float>()) v = 0.5f;
-    Tensor ys(DType::kInt32, Shape{32});
-    for (int32_t& v : ys.flat<int32_t>()) v = 1;
-    Profiler profiler(graph);
-    RunOptions traced;
-    traced.trace_level = TraceLevel::kFullTrace;
+    testing::TracedMlp mlp;
+    Profiler profiler(mlp.graph);
     for (int step = 1; step <= 3; ++step) {
-      RunMetadata metadata;
-      session.run({{x, xs}, {y, ys}}, {loss}, {train}, traced, &metadata);
+      const RunMetadata metadata = mlp.step();
       profiler.add_step(step, metadata);
       save_run_metadata(*dir_ / ("run_metadata-" + std::to_string(step) + ".pb"), metadata);
     }

@@ -193,18 +193,31 @@ HttpReply tfprof_reply(const ServedDirectory& served, std::string_view run, std:
   return json_reply(body + ",\"steps\":" + steps_json(steps) + ",\"root\":" + root + "}");
 }
 
+// A run's profile, held (a Profiler is not thread-safe), and the step a query asks for: "step",
+// the latest when absent or -1; NotFoundError listing the steps when the profile lacks it.
+struct ProfileStep {
+  ProfileStep(RunCatalog& catalog, const fs::path& dir, const std::map<std::string, std::string, std::less<>>& params)
+      : profiler(catalog.profile(dir)), lock(catalog.profile_mutex()), steps(profiler->steps()) {
+    if (steps.empty()) throw NotFoundError("the profile has no steps");
+    step = steps.back();
+    if (auto it = params.find("step"); it != params.end() && it->second != "-1") step = parse_int("step", it->second);
+    if (!std::binary_search(steps.begin(), steps.end(), step))
+      throw NotFoundError("the profile has no step " + std::to_string(step) + " (steps: " + steps_json(steps) + ")");
+  }
+  std::shared_ptr<Profiler> profiler;
+  std::lock_guard<std::mutex> lock;
+  std::vector<int64_t> steps;
+  int64_t step = -1;
+};
+
 HttpReply advise_reply(const ServedDirectory& served, std::string_view run_path, std::string_view query) {
   const auto params = parse_query(query);
   const fs::path dir = run_directory(served, run_path);
   RunCatalog& catalog = *served.catalog;
-  const std::shared_ptr<Profiler> profiler = catalog.profile(dir);
-  std::lock_guard lock(catalog.profile_mutex());
-  const std::vector<int64_t> steps = profiler->steps();
-  if (steps.empty()) throw NotFoundError("the profile has no steps");
-  int64_t step = steps.back();
-  if (auto it = params.find("step"); it != params.end() && it->second != "-1") step = parse_int("step", it->second);
-  if (!std::binary_search(steps.begin(), steps.end(), step))
-    throw NotFoundError("the profile has no step " + std::to_string(step) + " (steps: " + steps_json(steps) + ")");
+  const ProfileStep chosen(catalog, dir, params);
+  const std::shared_ptr<Profiler>& profiler = chosen.profiler;
+  const std::vector<int64_t>& steps = chosen.steps;
+  const int64_t step = chosen.step;
   const QuietLog quiet(*profiler);
   const AdviceProto advice = profiler->advise(AdvisorOptions::all(), /*print=*/false);
   const StepStats stats = profiler->step_stats(step);
@@ -233,18 +246,9 @@ HttpReply advise_reply(const ServedDirectory& served, std::string_view run_path,
 }
 
 HttpReply memory_reply(const ServedDirectory& served, std::string_view run_path, std::string_view query) {
-  const auto params = parse_query(query);
-  RunCatalog& catalog = *served.catalog;
-  const std::shared_ptr<Profiler> profiler = catalog.profile(run_directory(served, run_path));
-  std::lock_guard lock(catalog.profile_mutex());
-  const std::vector<int64_t> steps = profiler->steps();
-  if (steps.empty()) throw NotFoundError("the profile has no steps");
-  int64_t step = steps.back();
-  if (auto it = params.find("step"); it != params.end() && it->second != "-1") step = parse_int("step", it->second);
-  if (!std::binary_search(steps.begin(), steps.end(), step))
-    throw NotFoundError("the profile has no step " + std::to_string(step) + " (steps: " + steps_json(steps) + ")");
-  const std::optional<MemoryByKind> memory = profiler->memory_by_kind(step);
-  return json_reply("{\"step\":" + std::to_string(step) + ",\"steps\":" + steps_json(steps) +
+  const ProfileStep chosen(*served.catalog, run_directory(served, run_path), parse_query(query));
+  const std::optional<MemoryByKind> memory = chosen.profiler->memory_by_kind(chosen.step);
+  return json_reply("{\"step\":" + std::to_string(chosen.step) + ",\"steps\":" + steps_json(chosen.steps) +
                     ",\"memory_by_kind\":" + (memory ? memory->to_json() : "null") + "}");
 }
 

@@ -15,6 +15,7 @@
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/temp_dir.h"
 #include "stepscope/tools/run_catalog.h"
+#include "stepscope/tools/tools_test_util.h"
 #include "stepscope/train/event_file.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
@@ -34,30 +35,14 @@ class WebApiTest : public ::testing::Test {
     tmp_ = new testing::TempDir;
     const fs::path run = fs::path(tmp_->path()) / "train";
     fs::create_directories(run / "eval");
-    Graph graph;
-    Scope root(graph);
-    Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
-    Output y = placeholder(root.with_op_name("y"), DType::kInt32, Shape{-1});
-    Output h = nn::dense(root.with_name_scope("hidden"), x, 16, nn::Activation::relu, {.seed = 1});
-    Output logits = nn::dense(root.with_name_scope("logits"), h, 4, nn::Activation::none, {.seed = 2});
-    Output loss = reduce_mean(root.with_name_scope("loss"), sparse_softmax_cross_entropy_with_logits(root, y, logits));
-    Node* train = GradientDescentOptimizer(0.1).minimize(root, loss);
-    Session session(graph);
-    session.run(global_variables_initializer(root));
-    Tensor xs(DType::kFloat32, Shape{32, 8});
-    for (float& v : xs.flat<float>()) v = 0.5f;
-    Tensor ys(DType::kInt32, Shape{32});
-    for (int32_t& v : ys.flat<int32_t>()) v = 1;
-    Profiler profiler(graph);
-    RunOptions traced;
-    traced.trace_level = TraceLevel::kFullTrace;
+    testing::TracedMlp mlp;
+    Profiler profiler(mlp.graph);
     {
       SummaryWriter writer(run.string());
       for (int step = 1; step <= 3; ++step) {
-        RunMetadata metadata;
-        const std::vector<Tensor> out = session.run({{x, xs}, {y, ys}}, {loss}, {train}, traced, &metadata);
-        profiler.add_step(step * 10, metadata);
-        writer.add_scalar("loss", out[0].flat<float>()[0], step * 10);
+        float loss = 0;
+        profiler.add_step(step * 10, mlp.step(&loss));
+        writer.add_scalar("loss", loss, step * 10);
         writer.add_scalar("global_step/sec", 100.0f * step, step * 10);
       }
       writer.flush();
