@@ -253,10 +253,55 @@ void Profiler::save(const std::filesystem::path& path) const {
 }
 
 Profiler Profiler::load(const std::filesystem::path& path, uint64_t max_decompressed_bytes) {
+  return parse(read_file(path, max_decompressed_bytes), path.string());
+}
+
+Profiler Profiler::parse(std::string_view bytes, const std::string& source) {
   Profiler p;
-  p.impl_->model = tfprof::decode_profile(read_file(path, max_decompressed_bytes), path.string());
+  p.impl_->model = tfprof::decode_profile(bytes, source);
   for (const auto& [step, data] : p.impl_->model.steps)
     p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
+  return p;
+}
+
+bool Profiler::looks_like_profile(std::string_view bytes) {
+  const std::string header = tfprof::encode_header();
+  return bytes.substr(0, 8) == std::string_view(header).substr(0, 8);
+}
+
+Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t step) {
+  Profiler p;
+  ProfileModel& model = p.impl_->model;
+  model.add_step(step, run_metadata, nullptr, *p.impl_->log);
+  // The nodes were created from the records with their names as op types (TensorFlow's choice
+  // without a graph); the records know better, and their labels name the inputs (for the
+  // critical path and timelines of the step).
+  for (const DeviceStepStats& dev : run_metadata.step_stats.dev_stats)
+    for (const NodeExecStats& ns : dev.node_stats) {
+      std::string_view name = ns.node_name;
+      if (size_t colon = name.find(':'); colon != std::string_view::npos) name = name.substr(0, colon);
+      const int32_t index = model.find(name);
+      if (index < 0) continue;
+      tfprof::ModelNode& node = model.nodes[index];
+      if (!ns.op_type.empty() && node.op == node.name) node.op = std::string(ns.op_type);
+      const ParsedNodeLabel label = parse_node_label(ns.timeline_label);
+      if (!label.valid || !node.inputs.empty()) continue;
+      std::vector<std::pair<int32_t, int32_t>> data, control;  // (node, slot)
+      std::string_view rest = label.inputs;
+      ParsedNodeLabelInput input;
+      while (next_node_label_input(rest, input)) {
+        const int32_t from = model.find(input.node);
+        if (from >= 0) (input.control ? control : data).emplace_back(from, input.control ? -1 : input.output);
+      }
+      for (const auto* list : {&data, &control})
+        for (const auto& [from, slot] : *list) {
+          node.inputs.push_back(from);
+          node.input_slots.push_back(slot);
+        }
+    }
+  model.recompute_derived();
+  auto it = model.steps.find(step);
+  if (it != model.steps.end()) p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
   return p;
 }
 

@@ -45,6 +45,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -124,6 +125,13 @@ class Profiler {
   // ".gz" file inflates past `max_decompressed_bytes`.
   static Profiler load(const std::filesystem::path& path,
                        uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes);
+  // The same from the bytes of a profile (serialize_to_string's); `source` names them in errors.
+  static Profiler parse(std::string_view bytes, const std::string& source);
+  // Whether `bytes` start as a saved profile does (its magic), to tell one from other files.
+  static bool looks_like_profile(std::string_view bytes);
+  // A profile of one step recorded without its graph (a RunMetadata read back from a file):
+  // nodes by name, op types from the records (their timeline labels), no parameters, no code.
+  static Profiler from_run_metadata(const RunMetadata& run_metadata, int64_t step = 0);
 
   // Where the views' text goes for output "stdout" (default std::cout) and TensorFlow's
   // diagnostics (default std::cerr).
