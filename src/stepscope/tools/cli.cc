@@ -128,7 +128,8 @@ void add_prof_flags(CLI::App& app, ProfFlags& f) {
                  "Comma-separated columns: bytes, micros, params, float_ops, device, op_types, occurrence, "
                  "input_shapes, accelerator_micros, cpu_micros, peak_bytes, residual_bytes, output_bytes, tensor_value")
       ->capture_default_str();
-  app.add_option("--output", o.output, "stdout, file:outfile=F, timeline:outfile=F or none")->capture_default_str();
+  app.add_option("--output", o.output, "stdout, file:outfile=F, timeline:outfile=F, pprof:outfile=F.pb.gz or none")
+      ->capture_default_str();
   app.add_flag("--json", f.json, "Print the view's JSON form instead of the text");
 }
 

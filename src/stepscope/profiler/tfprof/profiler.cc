@@ -8,6 +8,7 @@
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/internal/pprof_output.h"
 #include "stepscope/profiler/tfprof/internal/profile_io.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
@@ -103,8 +104,11 @@ struct Profiler::Impl {
     if (to_stdout) *out << tfprof::kOptionsBanner << options.to_string() << tfprof::kReportBanner;
     Result result;
     if (step_exists(o.step)) {
-      if (type == "pprof" && cmd != "code") {
-        *log << "Only 'code' view supports pprof output now.\n";
+      std::string pprof_error;
+      if (type == "pprof" && cmd == "graph") {
+        *log << "pprof output supports the code, scope and op views (the graph view is not a tree).\n";
+      } else if (type == "pprof" && !(pprof_error = tfprof::pprof_select_error(options.select)).empty()) {
+        *log << pprof_error << "\n";
       } else if (cmd == "code" && !model.has_code_traces()) {
         *log << "No code trace information\n";
       } else {
@@ -118,7 +122,11 @@ struct Profiler::Impl {
         } else if (type == "file") {
           write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
         } else if (type == "pprof") {
-          *log << "pprof output is not supported; use file or timeline output\n";
+          const std::string& outfile = o.output.options.at("outfile");
+          write_file_atomically(outfile, tfprof::pprof_profile(cmd, result.root, options.select.front()),
+                                /*gzip=*/true);
+          *out << "\nRun pprof -png --nodecount=100 --sample_index=1 <" << outfile << ">\n";
+          out->flush();
         } else if (type == "timeline") {
           if (cmd == "op") {
             *log << "op view doesn't support timeline yet. Consider graph/scope/code view.\n";

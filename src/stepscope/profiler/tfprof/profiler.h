@@ -24,7 +24,10 @@
 //   timeline:outfile=F   a Chrome trace of the nodes the view displays for the step, written to
 //             "F_<step>" (with step -1: one file per added step), scope/graph/code views;
 //   none      nothing (the result is returned either way);
-//   pprof     not supported (a note on the log).
+//   pprof:outfile=F   a gzipped pprof profile.proto of the displayed view (internal/pprof_output.h:
+//             as TensorFlow's for the code view, also the scope and op views; one select value
+//             of micros, accelerator_micros, cpu_micros, bytes, peak_bytes, residual_bytes,
+//             output_bytes, params or float_ops), then TensorFlow's "Run pprof ..." line;
 // A step that was not added gives TensorFlow's "Options -step=<n> not found.\nAvailable steps: "
 // line on the log and an empty result. Invalid options throw InvalidArgumentError.
 //
