@@ -16,6 +16,7 @@
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/runtime/run_options.h"
+#include "stepscope/tools/diff_command.h"
 #include "stepscope/tools/trace_server.h"
 
 namespace stepscope {
@@ -233,6 +234,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   cp_command->add_flag("--json", cp_json, "JSON instead of text");
   add_limit(*cp_command);
 
+  // diff
+  DiffCommand diff;
+  add_diff_command(app, diff);
+  add_limit(*diff.command);
+
   // serve
   std::string serve_dir, host = "127.0.0.1";
   int port = 9001;
@@ -326,6 +332,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       }
       return 0;
     }
+    if (diff.command->parsed()) return run_diff_command(diff, max_decompressed_bytes, out, err);
     if (serve_command->parsed()) {
       if (token.empty() && !is_loopback_host(host)) token = random_token();
       TraceServer server({.root = serve_dir, .host = host, .port = port, .token = token});
