@@ -90,14 +90,16 @@ void add_diff_command(CLI::App& app, DiffCommand& d) {
       "than 5% over A's)");
   d.command->add_option("inputs", d.inputs, "A and B (FILE or FILE@STEP); with one, B is A's file too")
       ->required()
-      ->expected(1, 2);
+      ->expected(1, 2)
+      ->type_name("FILE[@STEP]");
   d.command->add_option("--step-a", d.step_a, "A's step (-1: the average of its steps)");
   d.command->add_option("--step-b", d.step_b, "B's step (-1: the average of its steps)");
   d.command->add_flag("--json", d.json, "JSON instead of text (every row)");
   d.command
       ->add_option("--fail-if-slower", d.fail_if_slower,
                    "Exit with status 3 when B's step time is more than PCT% over A's (a CI gate)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("PCT");
   d.command->add_option("--top", d.top, "Rows per table in the text")->capture_default_str();
 }
 
