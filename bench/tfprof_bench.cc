@@ -10,6 +10,10 @@
 //   BM_ProfileNameScope, BM_ProfileGraph, BM_ProfileCode: the other views, likewise
 //   BM_Save/steps:N                      save() after N steps (what ProfilerHook does per trace)
 //   BM_Load/steps:N                      Profiler::load of that file
+//   BM_Diff/steps:N/load:1               what `stepscope diff A B` does for two saved N-step
+//                                        profiles (steps 0..N-1 and N..2N-1): load both,
+//                                        diff_profiles, to_text (target ≤ 50 ms for N = 100)
+//   BM_Diff/steps:N/load:0               diff_profiles + to_text of two profiles in memory
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -17,6 +21,7 @@
 #include <sstream>
 
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/tfprof/profile_diff.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/layers.h"
@@ -154,6 +159,33 @@ void BM_Load(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Profiler::load(bench_file()));
 }
 BENCHMARK(BM_Load)->ArgName("steps")->Arg(100)->Unit(benchmark::kMicrosecond);
+
+void BM_Diff(benchmark::State& state) {
+  const int64_t steps = state.range(0);
+  Profiler a = filled_profiler(steps);
+  Profiler b(mlp().graph);
+  b.set_log(&quiet_log());
+  for (int64_t i = steps; i < 2 * steps; ++i) b.add_step(i, mlp().steps[i % static_cast<int64_t>(mlp().steps.size())]);
+  const auto dir = std::filesystem::temp_directory_path();
+  a.save(dir / "tfprof_bench_diff_a");
+  b.save(dir / "tfprof_bench_diff_b");
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string text;
+    if (state.range(1)) {
+      const Profiler la = Profiler::load(dir / "tfprof_bench_diff_a");
+      const Profiler lb = Profiler::load(dir / "tfprof_bench_diff_b");
+      text = diff_profiles(la, lb).to_text();
+    } else {
+      text = diff_profiles(a, b).to_text();
+    }
+    bytes = text.size();
+    benchmark::DoNotOptimize(text);
+  }
+  state.counters["text_bytes"] = static_cast<double>(bytes);
+  state.counters["file_bytes"] = static_cast<double>(std::filesystem::file_size(dir / "tfprof_bench_diff_a"));
+}
+BENCHMARK(BM_Diff)->ArgNames({"steps", "load"})->Args({100, 1})->Args({100, 0})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace stepscope

@@ -162,11 +162,12 @@ bool have_protoc() {
 
 namespace {
 
-std::string run_protoc(const std::string& args, std::string_view bytes) {
+std::string run_protoc(const std::string& args, std::string_view bytes,
+                       std::string_view schema = kTensorFlowSubsetProto) {
   TempDir dir;
   const std::string input = dir / "message.bin";
   std::ofstream(input, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  std::ofstream(dir / "tensorflow_subset.proto") << kTensorFlowSubsetProto;
+  std::ofstream(dir / "tensorflow_subset.proto") << schema;
   const std::string command = "cd '" + dir.path() + "' && protoc " + args + " < '" + input + "' 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) {
@@ -192,6 +193,12 @@ std::optional<std::string> protoc_decode_raw(std::string_view bytes) {
 std::optional<std::string> protoc_decode(std::string_view bytes, std::string_view type) {
   if (!have_protoc()) return std::nullopt;
   return run_protoc("--decode=" + std::string(type) + " tensorflow_subset.proto", bytes);
+}
+
+std::optional<std::string> protoc_decode_with_schema(std::string_view bytes, std::string_view schema,
+                                                     std::string_view type) {
+  if (!have_protoc()) return std::nullopt;
+  return run_protoc("--decode=" + std::string(type) + " tensorflow_subset.proto", bytes, schema);
 }
 
 std::vector<const ProtoText*> ProtoText::all(std::string_view n) const {

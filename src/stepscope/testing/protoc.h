@@ -35,6 +35,9 @@ std::optional<std::string> protoc_decode_raw(std::string_view bytes);
 // `protoc --decode=<type>` of `bytes` with kTensorFlowSubsetProto (type e.g.
 // "tensorflow.GraphDef"); as protoc_decode_raw otherwise.
 std::optional<std::string> protoc_decode(std::string_view bytes, std::string_view type);
+// The same with another schema (the text of a .proto file declaring `type`).
+std::optional<std::string> protoc_decode_with_schema(std::string_view bytes, std::string_view schema,
+                                                     std::string_view type);
 
 // protoc's text output as a tree: `key: value` is a leaf (value as printed: a number, an enum
 // name, a quoted C-escaped string), `key { ... }` a message; keys are field names, or numbers

@@ -16,6 +16,7 @@
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/runtime/run_options.h"
+#include "stepscope/tools/diff_command.h"
 #include "stepscope/tools/trace_server.h"
 
 namespace stepscope {
@@ -128,7 +129,8 @@ void add_prof_flags(CLI::App& app, ProfFlags& f) {
                  "Comma-separated columns: bytes, micros, params, float_ops, device, op_types, occurrence, "
                  "input_shapes, accelerator_micros, cpu_micros, peak_bytes, residual_bytes, output_bytes, tensor_value")
       ->capture_default_str();
-  app.add_option("--output", o.output, "stdout, file:outfile=F, timeline:outfile=F or none")->capture_default_str();
+  app.add_option("--output", o.output, "stdout, file:outfile=F, timeline:outfile=F, pprof:outfile=F.pb.gz or none")
+      ->capture_default_str();
   app.add_flag("--json", f.json, "Print the view's JSON form instead of the text");
 }
 
@@ -241,6 +243,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   cp_command->add_option("--speedup", what_if_speedup, "With --what-if: how many times faster")->capture_default_str();
   add_limit(*cp_command);
 
+  // diff
+  DiffCommand diff;
+  add_diff_command(app, diff);
+  add_limit(*diff.command);
+
   // serve
   std::string serve_dir, host = "127.0.0.1";
   int port = 9001;
@@ -351,6 +358,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       }
       return 0;
     }
+    if (diff.command->parsed()) return run_diff_command(diff, max_decompressed_bytes, out, err);
     if (serve_command->parsed()) {
       if (token.empty() && !is_loopback_host(host)) token = random_token();
       TraceServer server({.root = serve_dir, .host = host, .port = port, .token = token});

@@ -3,6 +3,8 @@
 //   stepscope prof VIEW --profile FILE [tfprof flags]    scope | op | graph | code | advise
 //   stepscope timeline (--run_meta FILE | --profile FILE [--step N]) --output OUT.json[.gz]
 //   stepscope critical_path (--run_meta FILE | --profile FILE [--step N])
+//   stepscope diff A[@STEP] [B[@STEP]] [--step-a N] [--step-b N] [--json] [--fail-if-slower PCT]
+//                                                        (diff_command.h)
 //   stepscope serve DIR [--host H] [--port P]
 //
 // tfprof's flags are accepted as TensorFlow's tfprof tool spells them (`-max_depth 3`,
@@ -16,7 +18,8 @@
 namespace stepscope {
 
 // `args` without the program name. Returns the exit status: 0, 1 for an error (the message on
-// `err`, naming the file or flag at fault), 2 for a command-line mistake (with usage).
+// `err`, naming the file or flag at fault), 2 for a command-line mistake (with usage), 3 when
+// `diff --fail-if-slower` trips.
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace stepscope

@@ -235,6 +235,30 @@ TEST_F(CliTest, ProfMemoryIsAStepsPeakByKind) {
   EXPECT_NE(r.err.find("has no step 9 (steps: 1 2 3)"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, DiffOfStepsAndFilesOfARealRun) {
+  CliResult r = cli({"diff", path("profile") + "@1", path("profile") + "@3"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(step 1), B "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MatMul"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hidden"), std::string::npos) << r.out;
+  // ProfilerHook's RunMetadata file (its step from the name) against the saved profile's step.
+  r = cli({"diff", path("run_metadata-2.pb"), path("profile.gz") + "@2", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["a"]["critical_path_step"], 2);
+  EXPECT_NEAR(j["step_ratio"].get<double>(), 1.0, 0.02);  // the same step, read two ways
+  EXPECT_TRUE(j["only_in_a"].empty());
+}
+
+TEST_F(CliTest, ProfWritesPprofOutput) {
+  const CliResult r = cli({"prof", "code", "--profile", path("profile"), "-select", "micros", "-output",
+                           "pprof:outfile=" + path("p.pb.gz")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Run pprof -png --nodecount=100 --sample_index=1 <" + path("p.pb.gz") + ">"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(is_gzip(read_file(path("p.pb.gz"), kDefaultMaxDecompressedBytes, Gunzip::kNever)));
+}
+
 TEST(Cli, VersionPrintsTheProjectVersion) {
   const CliResult r = cli({"--version"});
   EXPECT_EQ(r.code, 0);

@@ -8,6 +8,7 @@
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/internal/pprof_output.h"
 #include "stepscope/profiler/tfprof/internal/profile_io.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
@@ -103,8 +104,11 @@ struct Profiler::Impl {
     if (to_stdout) *out << tfprof::kOptionsBanner << options.to_string() << tfprof::kReportBanner;
     Result result;
     if (step_exists(o.step)) {
-      if (type == "pprof" && cmd != "code") {
-        *log << "Only 'code' view supports pprof output now.\n";
+      std::string pprof_error;
+      if (type == "pprof" && cmd == "graph") {
+        *log << "pprof output supports the code, scope and op views (the graph view is not a tree).\n";
+      } else if (type == "pprof" && !(pprof_error = tfprof::pprof_select_error(options.select)).empty()) {
+        *log << pprof_error << "\n";
       } else if (cmd == "code" && !model.has_code_traces()) {
         *log << "No code trace information\n";
       } else {
@@ -118,7 +122,11 @@ struct Profiler::Impl {
         } else if (type == "file") {
           write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
         } else if (type == "pprof") {
-          *log << "pprof output is not supported; use file or timeline output\n";
+          const std::string& outfile = o.output.options.at("outfile");
+          write_file_atomically(outfile, tfprof::pprof_profile(cmd, result.root, options.select.front()),
+                                /*gzip=*/true);
+          *out << "\nRun pprof -png --nodecount=100 --sample_index=1 <" << outfile << ">\n";
+          out->flush();
         } else if (type == "timeline") {
           if (cmd == "op") {
             *log << "op view doesn't support timeline yet. Consider graph/scope/code view.\n";
@@ -265,10 +273,55 @@ void Profiler::save(const std::filesystem::path& path) const {
 }
 
 Profiler Profiler::load(const std::filesystem::path& path, uint64_t max_decompressed_bytes) {
+  return parse(read_file(path, max_decompressed_bytes), path.string());
+}
+
+Profiler Profiler::parse(std::string_view bytes, const std::string& source) {
   Profiler p;
-  p.impl_->model = tfprof::decode_profile(read_file(path, max_decompressed_bytes), path.string());
+  p.impl_->model = tfprof::decode_profile(bytes, source);
   for (const auto& [step, data] : p.impl_->model.steps)
     p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
+  return p;
+}
+
+bool Profiler::looks_like_profile(std::string_view bytes) {
+  const std::string header = tfprof::encode_header();
+  return bytes.substr(0, 8) == std::string_view(header).substr(0, 8);
+}
+
+Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t step) {
+  Profiler p;
+  ProfileModel& model = p.impl_->model;
+  model.add_step(step, run_metadata, nullptr, *p.impl_->log);
+  // The nodes were created from the records with their names as op types (TensorFlow's choice
+  // without a graph); the records know better, and their labels name the inputs (for the
+  // critical path and timelines of the step).
+  for (const DeviceStepStats& dev : run_metadata.step_stats.dev_stats)
+    for (const NodeExecStats& ns : dev.node_stats) {
+      std::string_view name = ns.node_name;
+      if (size_t colon = name.find(':'); colon != std::string_view::npos) name = name.substr(0, colon);
+      const int32_t index = model.find(name);
+      if (index < 0) continue;
+      tfprof::ModelNode& node = model.nodes[index];
+      if (!ns.op_type.empty() && node.op == node.name) node.op = std::string(ns.op_type);
+      const ParsedNodeLabel label = parse_node_label(ns.timeline_label);
+      if (!label.valid || !node.inputs.empty()) continue;
+      std::vector<std::pair<int32_t, int32_t>> data, control;  // (node, slot)
+      std::string_view rest = label.inputs;
+      ParsedNodeLabelInput input;
+      while (next_node_label_input(rest, input)) {
+        const int32_t from = model.find(input.node);
+        if (from >= 0) (input.control ? control : data).emplace_back(from, input.control ? -1 : input.output);
+      }
+      for (const auto* list : {&data, &control})
+        for (const auto& [from, slot] : *list) {
+          node.inputs.push_back(from);
+          node.input_slots.push_back(slot);
+        }
+    }
+  model.recompute_derived();
+  auto it = model.steps.find(step);
+  if (it != model.steps.end()) p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
   return p;
 }
 

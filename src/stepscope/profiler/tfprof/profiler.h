@@ -24,7 +24,10 @@
 //   timeline:outfile=F   a Chrome trace of the nodes the view displays for the step, written to
 //             "F_<step>" (with step -1: one file per added step), scope/graph/code views;
 //   none      nothing (the result is returned either way);
-//   pprof     not supported (a note on the log).
+//   pprof:outfile=F   a gzipped pprof profile.proto of the displayed view (internal/pprof_output.h:
+//             as TensorFlow's for the code view, also the scope and op views; one select value
+//             of micros, accelerator_micros, cpu_micros, bytes, peak_bytes, residual_bytes,
+//             output_bytes, params or float_ops), then TensorFlow's "Run pprof ..." line;
 // A step that was not added gives TensorFlow's "Options -step=<n> not found.\nAvailable steps: "
 // line on the log and an empty result. Invalid options throw InvalidArgumentError.
 //
@@ -46,6 +49,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -126,6 +130,13 @@ class Profiler {
   // ".gz" file inflates past `max_decompressed_bytes`.
   static Profiler load(const std::filesystem::path& path,
                        uint64_t max_decompressed_bytes = kDefaultMaxDecompressedBytes);
+  // The same from the bytes of a profile (serialize_to_string's); `source` names them in errors.
+  static Profiler parse(std::string_view bytes, const std::string& source);
+  // Whether `bytes` start as a saved profile does (its magic), to tell one from other files.
+  static bool looks_like_profile(std::string_view bytes);
+  // A profile of one step recorded without its graph (a RunMetadata read back from a file):
+  // nodes by name, op types from the records (their timeline labels), no parameters, no code.
+  static Profiler from_run_metadata(const RunMetadata& run_metadata, int64_t step = 0);
 
   // Where the views' text goes for output "stdout" (default std::cout) and TensorFlow's
   // diagnostics (default std::cerr).

@@ -392,14 +392,25 @@ TEST_F(ProfilerTest, OtherOutputs) {
   EXPECT_EQ(read_file(path).substr(read_file(path).find("Profile:\n") + 9), text);
   EXPECT_EQ(out_.str(), "");
   fs::remove(path);
-  // pprof: only the code view, and not written here.
-  o = ProfileOptionBuilder().with_pprof_output("/tmp/x.pb.gz").build();
+  // pprof (pprof_output_test.cc checks the files): not the graph view, one select value.
+  const fs::path pprof = fs::path(::testing::TempDir()) / "tfprof_pprof.pb.gz";
+  o = ProfileOptionBuilder().with_pprof_output(pprof.string()).build();
+  EXPECT_TRUE(profiler_.profile_graph(o).root.children.empty());
+  EXPECT_FALSE(fs::exists(pprof));
+  o.select = {"micros", "bytes"};
+  EXPECT_TRUE(profiler_.profile_code(o).root.children.empty());
+  o.select = {"occurrence"};
   EXPECT_TRUE(profiler_.profile_name_scope(o).root.children.empty());
-  EXPECT_FALSE(profiler_.profile_code(o).root.children.empty());
   EXPECT_EQ(log_.str(),
-            "Only 'code' view supports pprof output now.\n"
-            "pprof output is not supported; use file or timeline output\n");
-  EXPECT_FALSE(fs::exists("/tmp/x.pb.gz"));
+            "pprof output supports the code, scope and op views (the graph view is not a tree).\n"
+            "Can only select 1 attribute for pprof output.\n"
+            "pprof doesn't support -select=occurrence\n");
+  EXPECT_FALSE(fs::exists(pprof));
+  o.select = {"micros"};
+  EXPECT_FALSE(profiler_.profile_code(o).root.children.empty());
+  EXPECT_TRUE(is_gzip(read_file(pprof, kDefaultMaxDecompressedBytes, Gunzip::kNever)));
+  EXPECT_EQ(out_.str(), "\nRun pprof -png --nodecount=100 --sample_index=1 <" + pprof.string() + ">\n");
+  fs::remove(pprof);
 }
 
 // A batch dimension left unknown in the graph ([-1, 8]) is known in the step: the step records
