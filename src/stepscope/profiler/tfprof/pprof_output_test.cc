@@ -1,5 +1,6 @@
 // tfprof's pprof output: the gzipped profile.proto of the code, scope and op views, decoded by
 // protoc with pprof's schema (the fields of github.com/google/pprof's proto/profile.proto).
+#include "stepscope/testing/temp_dir.h"
 #include "stepscope/profiler/tfprof/internal/pprof_output.h"
 
 #include <gtest/gtest.h>
@@ -128,7 +129,7 @@ class PprofOutputTest : public ::testing::Test {
     profiler_->set_stdout(&out_);
     profiler_->set_log(&log_);
     profiler_->add_step(1, md);
-    file_ = fs::path(::testing::TempDir()) / "pprof_output_test.pb.gz";
+    file_ = fs::path(dir_.path()) / "pprof_output_test.pb.gz";  // a directory of its own: ctest runs tests at once
   }
   ~PprofOutputTest() override { fs::remove(file_); }
   ProfileOptions options(std::vector<std::string> select) {
@@ -137,6 +138,7 @@ class PprofOutputTest : public ::testing::Test {
   Graph g_;
   std::unique_ptr<Profiler> profiler_;
   std::ostringstream out_, log_;
+  stepscope::testing::TempDir dir_;
   fs::path file_;
 };
 
@@ -212,7 +214,7 @@ TEST_F(PprofOutputTest, PprofReadsIt) {
     tool = "go tool pprof";
   if (tool.empty()) GTEST_SKIP() << "neither pprof nor go is on the PATH";
   profiler_->profile_code(options({"micros"}));
-  const fs::path listing = fs::path(::testing::TempDir()) / "pprof_top.txt";
+  const fs::path listing = fs::path(dir_.path()) / "pprof_top.txt";
   ASSERT_EQ(std::system((tool + " -top " + file_.string() + " > " + listing.string() + " 2>&1").c_str()), 0)
       << read_file(listing);
   EXPECT_NE(read_file(listing).find("model:build_model"), std::string::npos) << read_file(listing);
