@@ -95,6 +95,16 @@ void BM_AddStep(benchmark::State& state) {
 }
 BENCHMARK(BM_AddStep)->ArgName("steps")->Arg(100)->Arg(400)->Unit(benchmark::kMillisecond);
 
+// The part of add_step that works out a step's peak memory by kind (memory_kinds.h), alone.
+void BM_MemoryByKind(benchmark::State& state) {
+  const TracedMlp& m = mlp();
+  size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(memory_by_kind(m.graph, m.steps[i++ % m.steps.size()].step_stats));
+  state.counters["per_exec_ns"] = benchmark::Counter(static_cast<double>(state.iterations()) * m.execs / m.steps.size(),
+                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_MemoryByKind)->Unit(benchmark::kMicrosecond);
+
 // Runs a view; with cold, alternates step -1 and step 50 so the per-node statistics are
 // recomputed on every call (the Profiler caches those of the last step queried).
 template <typename View>
