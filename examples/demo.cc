@@ -15,8 +15,10 @@
 #include <string>
 
 #include "stepscope/hooks/basic_session_run_hooks.h"
+#include "stepscope/hooks/flight_recorder_hook.h"
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/hooks/profiler_hook.h"
+#include "stepscope/hooks/step_timing_hook.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/critical_path.h"
 #include "stepscope/profiler/tfprof/profiler.h"
@@ -97,7 +99,8 @@ int run(const Args& args) {
               args.data.c_str(), static_cast<long long>(kTrainRows), static_cast<long long>(test[0].dim(0)),
               static_cast<long long>(kBatch), args.threads);
   std::printf(
-      "hooks: stop at step %lld, loss log every 200 steps, a timeline every 200 steps, and "
+      "hooks: stop at step %lld, loss log every 200 steps, a timeline every 200 steps, every step's time, a flight "
+      "recorder (flight-<step>-<why>.json when a step is 3x the median or fails), and "
       "MonitoredTrainingSession's own: checkpoints every 250 steps, step counter every 200, summaries every "
       "50, into %s\n",
       static_cast<long long>(args.steps), args.logdir.c_str());
@@ -105,8 +108,12 @@ int run(const Args& args) {
   StopAtStepHook stop({.last_step = args.steps});
   LoggingTensorHook log_loss({.tensors = {{"step", step_read}, {"loss", loss}}, .every_n_iter = 200});
   ProfilerHook profiler({.save_steps = 200, .output_dir = args.logdir, .show_memory = true});
+  // Every step's time as scalars (wall, input, ops, idle, hooks), and every step traced into a
+  // ring of the last 10 that is written out when a step is slow, a run fails, or on `kill -USR1`.
+  StepTimingHook timing({.output_dir = args.logdir});
+  FlightRecorderHook flight({.output_dir = args.logdir, .show_memory = true});
   MonitoredSession sess = MonitoredTrainingSession(g, {.checkpoint_dir = args.logdir,
-                                                       .hooks = {&stop, &log_loss, &profiler},
+                                                       .hooks = {&stop, &log_loss, &profiler, &timing, &flight},
                                                        .save_checkpoint_steps = 250,
                                                        .save_summaries_steps = 50,
                                                        .log_step_count_steps = 200,

@@ -59,12 +59,13 @@ try {
   await page.waitForSelector('table.traces tbody tr');
   const summary = await getJson(`/api/run/${apiPath(run.path)}`);
   const stepPoints = Number(await page.locator('svg.chart[data-title="Step time (ms)"]').getAttribute('data-points'));
-  const expectedStepPoints = summary.traced_step_ms.length + (summary.scalars['global_step/sec']?.data.length || 0);
+  const expectedStepPoints = summary.traced_step_ms.length + (summary.scalars['global_step/sec']?.data.length || 0) +
+                             (summary.scalars['step_time/wall_ms']?.data.length || 0);
   check(stepPoints === expectedStepPoints, `step-time chart: ${stepPoints} points, expected ${expectedStepPoints}`);
   const traceRows = await page.locator('table.traces tbody tr').count();
   check(traceRows === summary.traces.length, `traces table: ${traceRows} rows, the run has ${summary.traces.length}`);
   const scalarCharts = await page.locator('.charts.scalars svg.chart').count();
-  const tags = Object.keys(summary.scalars).filter((t) => t !== 'global_step/sec');
+  const tags = Object.keys(summary.scalars).filter((t) => t !== 'global_step/sec' && !t.startsWith('step_time/'));
   check(scalarCharts === tags.length, `scalars: ${scalarCharts} charts for ${tags.length} tags`);
   await shot('run');
   console.log(`run ${run.path}: ${stepPoints} step-time points, ${traceRows} traces, ${scalarCharts} scalar charts`);

@@ -72,6 +72,7 @@ const FlightRecorderOptions& validated(const FlightRecorderOptions& o) {
   non_negative(o.slow_step_secs, "slow_step_secs");
   non_negative(o.slow_factor, "slow_factor");
   non_negative(o.trigger_poll_secs, "trigger_poll_secs");
+  non_negative(o.min_slow_step_secs, "min_slow_step_secs");
   if (o.max_dumps_per_hour < 1)
     throw InvalidArgumentError("FlightRecorderHook: max_dumps_per_hour must be at least 1, given: " +
                                std::to_string(o.max_dumps_per_hour));
@@ -140,7 +141,8 @@ std::optional<std::string> FlightRecorderHook::slow_verdict(double secs) {
   std::optional<std::string> verdict;
   if (options_.slow_step_secs > 0 && secs > options_.slow_step_secs) {
     verdict = "took " + seconds_text(secs) + ", over the threshold of " + seconds_text(options_.slow_step_secs);
-  } else if (options_.slow_factor > 0 && recent_secs_.size() >= std::max<size_t>(1, options_.min_steps_for_median)) {
+  } else if (options_.slow_factor > 0 && secs >= options_.min_slow_step_secs &&
+             recent_secs_.size() >= std::max<size_t>(1, options_.min_steps_for_median)) {
     median_scratch_.assign(recent_secs_.begin(), recent_secs_.end());
     auto middle = median_scratch_.begin() + static_cast<std::ptrdiff_t>(median_scratch_.size() / 2);
     std::nth_element(median_scratch_.begin(), middle, median_scratch_.end());
@@ -169,7 +171,11 @@ bool FlightRecorderHook::poll_trigger_file() {
 }
 
 void FlightRecorderHook::after_run(SessionRunContext&, const SessionRunValues& run_values) {
-  const double secs = clock_->now_secs() - run_start_;
+  // The step's own time, the executor's (the hooks' writes, e.g. ProfilerHook's, are not the
+  // step's); with a clock given (tests), that clock around the run.
+  double secs = clock_->now_secs() - run_start_;
+  if (!options_.clock && run_values.run_metadata && run_values.run_metadata->step_timing.wall_ns > 0)
+    secs = static_cast<double>(run_values.run_metadata->step_timing.wall_ns) / 1e9;
   // The global step's read is the value before the run's increment, as ProfilerHook names it.
   const int64_t step =
       global_step_read_ && !run_values.results.empty() ? global_step_value(run_values.results.tensor()) + 1 : runs_ + 1;

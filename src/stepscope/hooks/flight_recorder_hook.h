@@ -10,7 +10,8 @@
 // object, {"stepscope_flight_recorder": {"reason", "detail", "steps", ...}}, which Perfetto and
 // catapult show as the trace's metadata):
 //  - slow: a step took longer than slow_step_secs, or slow_factor times the running median of the
-//    last median_window steps (once min_steps_for_median have run);
+//    last median_window steps (once min_steps_for_median have run, and when it took at least
+//    min_slow_step_secs);
 //  - error: a run raised (a kernel's error, CheckNumerics, NanTensorHook's "NaN loss during
 //    training.", any other hook's): SessionRunHook::on_run_error, before the error propagates;
 //    the failing step's partial trace is included (the executor finishes a trace before it
@@ -51,6 +52,9 @@ struct FlightRecorderOptions {
   double slow_factor = 3.0;          // times the running median
   size_t median_window = 100;        // steps the median is taken over
   size_t min_steps_for_median = 20;  // no "slow" verdict by factor before this many steps
+  // Nor for a step shorter than this: sub-millisecond steps jitter by several times their length
+  // (a summary or checkpoint run, a page fault) and that is no news.
+  double min_slow_step_secs = 0.005;
   bool dump_on_error = true;
   bool dump_on_sigusr1 = true;
   std::string trigger_file_name = "DUMP_FLIGHT_RECORDER";  // empty: no trigger file
@@ -59,7 +63,10 @@ struct FlightRecorderOptions {
   bool show_memory = false;
   bool show_dataflow = true;
   bool gzip = false;
-  const Clock* clock = nullptr;  // step times and the rate limit; null: the steady clock
+  // Null: a step's time is the executor's (RunMetadata::step_timing: the hooks' own work, such as
+  // ProfilerHook writing its files, is not the step's), the rate limit on the steady clock.
+  // Given (tests): that clock, from before_run to after_run, for both.
+  const Clock* clock = nullptr;
   // info: "FlightRecorder: <why>: wrote <path> (steps a..b)"; warning: a write that failed.
   HookLog log = {};
 };

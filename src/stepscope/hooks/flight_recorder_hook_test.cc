@@ -111,6 +111,19 @@ TEST_F(FlightRecorderTest, ASlowStepWritesTheRingOnOneTimeAxisAndSaysWhy) {
   EXPECT_TRUE(names.count("global_step/AssignAdd"));
 }
 
+TEST_F(FlightRecorderTest, ShortStepsAreNeverSlowByTheFactor) {
+  FlightRecorderHook recorder(options({.slow_factor = 3, .min_steps_for_median = 3}));  // floor: 5 ms
+  SingularMonitoredSession sess(g, {.hooks = {&duration, &recorder}});
+  duration.next_secs = 0.0001;
+  for (int i = 0; i < 5; ++i) sess.run(train_op);
+  duration.next_secs = 0.004;  // 40x the median, but 4 ms: jitter
+  sess.run(train_op);
+  EXPECT_TRUE(dumps().empty());
+  duration.next_secs = 0.006;
+  sess.run(train_op);
+  EXPECT_EQ(dumps(), (std::vector<std::string>{"flight-7-slow.json"}));
+}
+
 TEST_F(FlightRecorderTest, AnAbsoluteThresholdAndNoVerdictBeforeTheMedianHasSteps) {
   FlightRecorderHook recorder(options({.slow_step_secs = 0.5, .slow_factor = 2, .min_steps_for_median = 5}));
   SingularMonitoredSession sess(g, {.hooks = {&duration, &recorder}});

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "stepscope/base/clock.h"
+
 namespace stepscope {
 
 namespace {
@@ -70,6 +72,7 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
   std::vector<std::optional<Fetch>>& hook_fetches = hook_fetches_;
   hook_fetches.assign(hooks_.size(), std::nullopt);
   FeedList hook_feeds;
+  const int64_t before_run_start = now_ns();
   for (size_t i = 0; i < hooks_.size(); ++i) {
     std::optional<SessionRunArgs> request = hooks_[i]->before_run(context);
     if (!request) continue;
@@ -110,11 +113,16 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
   hook_begin[hooks_.size()] = outputs.size();
   RunMetadata own_metadata;
   RunMetadata* metadata = run_metadata ? run_metadata : &own_metadata;
-  SessionRunValues run_values{.results = {}, .options = merged, .run_metadata = metadata};
+  SessionRunValues run_values{.results = {},
+                              .options = merged,
+                              .run_metadata = metadata,
+                              .hooks_ns = now_ns() - before_run_start + last_after_run_ns_};
   std::vector<Tensor> values;
   try {
     values = session_->run(*feed_list, outputs, targets, merged, metadata);
     const std::span<const Tensor> all(values);
+    const int64_t after_run_start = now_ns();
+    last_after_run_ns_ = 0;  // a run that raises in an after_run has none to count
     for (size_t i = 0; i < hooks_.size(); ++i) {
       run_values.results =
           hook_fetches[i]
@@ -122,6 +130,7 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
               : FetchResult();
       hooks_[i]->after_run(context, run_values);
     }
+    last_after_run_ns_ = now_ns() - after_run_start;
   } catch (const OutOfRangeError&) {
     throw;  // the input ran out: the loop's normal end
   } catch (const StopIteration&) {

@@ -100,6 +100,7 @@ class HookedSession {
   std::vector<Node*> targets_;
   std::vector<size_t> hook_begin_;
   bool should_stop_ = false;
+  int64_t last_after_run_ns_ = 0;  // the hooks' after_run of the previous run (SessionRunValues::hooks_ns)
 };
 
 namespace internal {

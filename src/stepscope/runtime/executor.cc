@@ -41,6 +41,24 @@ struct Executor::RunState {
   NodeRecord* records = nullptr;
   NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
   AllocationRecorder* recorder = nullptr;
+  // Step timing (when the run has a RunMetadata): threads running nodes, and the gaps when none is.
+  bool timing = false;
+  std::atomic<int64_t> busy_ns{0}, input_ns{0};
+  std::atomic<int32_t> active{0};
+  std::mutex idle_mu;  // taken only when the number of active threads goes 0 -> 1 or 1 -> 0
+  int64_t idle_ns = 0, idle_since = 0;
+
+  void start_busy() {
+    if (active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
+    std::lock_guard lock(idle_mu);
+    idle_ns += std::max<int64_t>(0, now_ns() - idle_since);
+  }
+  void end_busy(int64_t since) {
+    const int64_t now = now_ns();
+    busy_ns.fetch_add(now - since, std::memory_order_relaxed);
+    std::lock_guard lock(idle_mu);
+    if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_since = now;
+  }
 
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -229,6 +247,11 @@ void Executor::process(RunState* s, int first) const {
     thread_id = current_thread_id();
   }
   const bool threaded = pool_ != nullptr;
+  int64_t busy_since = 0;
+  if (s->timing) {
+    s->start_busy();
+    busy_since = now_ns();
+  }
   constexpr int kLocalReady = 32;
   int ready[kLocalReady];
   int64_t ready_since[kLocalReady];  // traced: when each became ready (-1: in its record already)
@@ -245,8 +268,14 @@ void Executor::process(RunState* s, int first) const {
     }
     --num_ready;
     const int index = ready[num_ready];
-    run_node(s, index, rec, thread_id, ready_since[num_ready]);
     const Plan::Item& item = plan.items[index];
+    if (s->timing && item.input) [[unlikely]] {
+      const int64_t since = now_ns();
+      run_node(s, index, rec, thread_id, ready_since[num_ready]);
+      s->input_ns.fetch_add(now_ns() - since, std::memory_order_relaxed);
+    } else {
+      run_node(s, index, rec, thread_id, ready_since[num_ready]);
+    }
     // Every consumer of an output (and the fetch holding it) counts in its buffer's references,
     // not only the slot: a kernel that updates a buffer in place when nobody else holds it (a
     // variable's update) then never writes under a reader of the same step still running.
@@ -288,6 +317,7 @@ void Executor::process(RunState* s, int first) const {
     ++finished;
   }
   recording.reset();
+  if (s->timing) s->end_busy(busy_since);
   // Nodes are counted off once per call, not once per node; the call that takes the count to
   // zero wakes the caller, and `s` must not be touched once `done` is set (the caller may
   // return at once).
@@ -318,6 +348,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   }
   s.remaining.store(static_cast<int32_t>(num_items), std::memory_order_relaxed);
   if (options.timeout_in_ms > 0) s.deadline_ns = now_ns() + options.timeout_in_ms * 1000000;
+  int64_t timing_start = 0;
+  if (metadata) {
+    s.timing = true;
+    s.idle_since = timing_start = now_ns();
+  }
 
   // Whatever happens, the buffers go back with every slot empty: the fetches and feeds give up
   // their holds as consumers do (so no reference counted for them stays behind).
@@ -392,6 +427,12 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     // The caller waits for the step as one more worker of the pool, taking queued nodes and
     // kernels' parallel_for chunks.
     if (pool_ && !s.done.load(std::memory_order_acquire)) pool_->run_until(s.done);
+  }
+  if (metadata) {
+    metadata->step_timing = {.wall_ns = now_ns() - timing_start,
+                             .busy_ns = s.busy_ns.load(std::memory_order_relaxed),
+                             .input_ns = s.input_ns.load(std::memory_order_relaxed),
+                             .idle_ns = s.idle_ns};
   }
 
   if (s.trace) {

@@ -355,5 +355,28 @@ TEST(Executor, ClosedSessionRefusesToRun) {
   EXPECT_THROW(sess.run(c), CancelledError);
 }
 
+// Every run given a RunMetadata says where its time went, traced or not.
+TEST(Executor, EveryRunWithMetadataHasItsStepTiming) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+    Output y = x;
+    for (int i = 0; i < 200; ++i) y = add_one(s, y);
+    Session sess(g, {.inter_op_threads = threads});
+    RunMetadata metadata;
+    sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y}, {}, RunOptions{}, &metadata);
+    const StepTiming& t = metadata.step_timing;
+    EXPECT_TRUE(metadata.step_stats.empty());  // untraced
+    EXPECT_GT(t.wall_ns, 0);
+    EXPECT_GT(t.busy_ns, 0);
+    EXPECT_LE(t.busy_ns, t.wall_ns * threads);
+    EXPECT_GE(t.idle_ns, 0);
+    EXPECT_LE(t.idle_ns, t.wall_ns);
+    EXPECT_EQ(t.input_ns, 0);  // no input-pipeline op
+  }
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -39,11 +39,23 @@ struct PartitionGraph {
   std::vector<std::string_view> node_names;
 };
 
+// Where a step's time went, measured on every run given a RunMetadata, traced or not, for the
+// price of two clock readings per batch of nodes a thread takes and two around each
+// input-pipeline op (not per op): cheap enough for every step.
+struct StepTiming {
+  int64_t wall_ns = 0;   // the executor's part of Session::run, start to finish
+  int64_t busy_ns = 0;   // summed over the threads: time running nodes (kernels and the bookkeeping between them)
+  int64_t input_ns = 0;  // of which in input-pipeline ops (IteratorGetNext...: waiting for the next batch)
+  int64_t idle_ns = 0;   // time no thread ran a node while the step was unfinished (dispatch, wake-ups)
+};
+
 struct RunMetadata {
   StepStats step_stats;  // filled when trace_level > NO_TRACE
+  StepTiming step_timing;
   std::vector<PartitionGraph> partition_graphs;
   void clear() {
     step_stats = {};
+    step_timing = {};
     partition_graphs.clear();
   }
 };

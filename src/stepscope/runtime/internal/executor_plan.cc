@@ -130,6 +130,7 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
     item.output_base = plan->num_slots;
     plan->num_slots += item.num_outputs;
     item.expensive = is_expensive(*node);
+    item.input = node->op_type().starts_with("IteratorGetNext");
     item.device = static_cast<int>(dev - plan->devices.begin());
     plan->items.push_back(item);
   }

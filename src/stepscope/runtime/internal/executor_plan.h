@@ -49,6 +49,7 @@ struct Executor::Plan {
     int succ_begin, succ_end;  // into successors
     int initial_pending;
     bool expensive;  // worth a hop to another thread
+    bool input;      // an input-pipeline op (StepTiming::input_ns)
     int device;      // index into devices
   };
   std::vector<Item> items;

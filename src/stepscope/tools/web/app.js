@@ -303,10 +303,12 @@ async function runsPage() {
   });
 }
 
-// Step time: from StepCounterHook's global_step/sec (every few steps) and the traced steps' wall
-// time (the profile).
+// Step time: StepTimingHook's step_time/wall_ms (every step), StepCounterHook's global_step/sec
+// (every few steps) and the traced steps' wall time (the profile).
 function stepTimeChart(run) {
   const series = [];
+  const wall = run.scalars['step_time/wall_ms'];
+  if (wall) series.push({name: 'every step (StepTimingHook)', points: wall.data.map((p) => [p[0], p[1]])});
   const rate = run.scalars['global_step/sec'];
   if (rate) series.push({ name: 'ms/step (from global_step/sec)', points: rate.data.map((p) => [p[0], p[1] > 0 ? 1000 / p[1] : null]) });
   if (run.traced_step_ms.length) series.push({ name: 'traced step wall time (profile)', points: run.traced_step_ms, dots: true });
@@ -331,7 +333,24 @@ async function runPage(params) {
     if (run.problems.length)
       parts.push(el('div', { class: 'error problems' }, run.problems.map((p) => el('p', { text: p }))));
     parts.push(el('h2', { text: 'Step time' }), el('div', { class: 'charts wide' }, stepTimeChart(run)));
-    const tags = Object.keys(run.scalars).filter((t) => t !== 'global_step/sec');
+    // Where it went (StepTimingHook): input-bound or compute-bound at a glance.
+    const parts_of_step = ['input_ms', 'ops_ms', 'idle_ms', 'hooks_ms'].filter((k) => run.scalars[`step_time/${k}`]);
+    if (parts_of_step.length)
+      parts.push(
+          el('div', {class: 'charts wide'},
+             lineChart(
+                 'Where the step time went (ms)',
+                 parts_of_step.map((k) => ({
+                                     name: {
+                                       input_ms: 'waiting on input',
+                                       ops_ms: 'running ops (summed over threads)',
+                                       idle_ms: 'executor idle',
+                                       hooks_ms: 'hooks'
+                                     }[k],
+                                     points: run.scalars[`step_time/${k}`].data.map((p) => [p[0], p[1]])
+                                   })),
+                 {yFmt: (v) => fmtMicros(v * 1000), width: 1200, height: 260})));
+    const tags = Object.keys(run.scalars).filter((t) => t !== 'global_step/sec' && !t.startsWith('step_time/'));
     parts.push(el('h2', { text: `Scalars (${tags.length})` }));
     if (tags.length) {
       parts.push(el('div', { class: 'charts scalars' }, tags.map((tag) => {
