@@ -60,9 +60,10 @@ class SessionRunContext {
 struct SessionRunValues {
   FetchResult results;     // in the shape of this hook's SessionRunArgs.fetches (empty if none)
   RunOptions options;      // the merged options the run used
-  RunMetadata* run_metadata = nullptr;  // shared by every hook of the run (step_timing always filled)
-  // Time all the hooks took: their before_run for this run, and their after_run for the previous
-  // one (this run's are still going on).
+  RunMetadata* run_metadata = nullptr;  // shared by every hook of the run
+  // When a hook asked for step timing (RunOptions::collect_step_timing, then also in
+  // run_metadata->step_timing): the time all the hooks took, their before_run for this run and
+  // their after_run for the previous one (this run's are still going on). 0 otherwise.
   int64_t hooks_ns = 0;
 };
 

@@ -25,8 +25,11 @@ void StepTimingHook::begin(Graph& graph) {
 }
 
 std::optional<SessionRunArgs> StepTimingHook::before_run(SessionRunContext&) {
-  if (!global_step_read_) return std::nullopt;
-  return SessionRunArgs{.fetches = global_step_read_};
+  SessionRunArgs args;
+  args.options.emplace();
+  args.options->collect_step_timing = true;
+  if (global_step_read_) args.fetches = global_step_read_;
+  return args;
 }
 
 void StepTimingHook::after_run(SessionRunContext&, const SessionRunValues& run_values) {

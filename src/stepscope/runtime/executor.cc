@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 #include <span>
+#include <thread>
 
 #include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
@@ -42,22 +43,25 @@ struct Executor::RunState {
   NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
   AllocationRecorder* recorder = nullptr;
   // Step timing (when the run has a RunMetadata): threads running nodes, and the gaps when none is.
+  // Lock-free: the thread that takes the count of active threads 1 -> 0 stores when; the one
+  // that takes it 0 -> 1 takes that time (leaving kBusy) and counts the gap. It may find kBusy
+  // for a moment (the other has counted down and not yet stored): it waits for the store.
   bool timing = false;
-  std::atomic<int64_t> busy_ns{0}, input_ns{0};
+  static constexpr int64_t kBusy = -1;
+  std::atomic<int64_t> busy_ns{0}, input_ns{0}, idle_ns{0};
   std::atomic<int32_t> active{0};
-  std::mutex idle_mu;  // taken only when the number of active threads goes 0 -> 1 or 1 -> 0
-  int64_t idle_ns = 0, idle_since = 0;
+  std::atomic<int64_t> idle_since{kBusy};
 
   void start_busy() {
     if (active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
-    std::lock_guard lock(idle_mu);
-    idle_ns += std::max<int64_t>(0, now_ns() - idle_since);
+    int64_t since;
+    while ((since = idle_since.exchange(kBusy, std::memory_order_acq_rel)) == kBusy) std::this_thread::yield();
+    idle_ns.fetch_add(std::max<int64_t>(0, now_ns() - since), std::memory_order_relaxed);
   }
   void end_busy(int64_t since) {
     const int64_t now = now_ns();
     busy_ns.fetch_add(now - since, std::memory_order_relaxed);
-    std::lock_guard lock(idle_mu);
-    if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_since = now;
+    if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_since.store(now, std::memory_order_release);
   }
 
   void fail(std::exception_ptr e) {
@@ -349,9 +353,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   s.remaining.store(static_cast<int32_t>(num_items), std::memory_order_relaxed);
   if (options.timeout_in_ms > 0) s.deadline_ns = now_ns() + options.timeout_in_ms * 1000000;
   int64_t timing_start = 0;
-  if (metadata) {
+  const bool timing = metadata && (options.collect_step_timing || options.trace_level != TraceLevel::kNoTrace);
+  if (timing) {
     s.timing = true;
-    s.idle_since = timing_start = now_ns();
+    timing_start = now_ns();
+    s.idle_since.store(timing_start, std::memory_order_relaxed);
   }
 
   // Whatever happens, the buffers go back with every slot empty: the fetches and feeds give up
@@ -428,11 +434,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     // kernels' parallel_for chunks.
     if (pool_ && !s.done.load(std::memory_order_acquire)) pool_->run_until(s.done);
   }
-  if (metadata) {
+  if (timing) {
     metadata->step_timing = {.wall_ns = now_ns() - timing_start,
                              .busy_ns = s.busy_ns.load(std::memory_order_relaxed),
                              .input_ns = s.input_ns.load(std::memory_order_relaxed),
-                             .idle_ns = s.idle_ns};
+                             .idle_ns = s.idle_ns.load(std::memory_order_relaxed)};
   }
 
   if (s.trace) {

@@ -28,6 +28,9 @@ struct RunOptions {
   DebugOptions debug_options;
   // An out-of-memory error then tells the allocator's figures (otherwise a hint to set this).
   bool report_tensor_allocations_upon_oom = false;
+  // Beyond TensorFlow: fill RunMetadata::step_timing (done for traced runs anyway). Off, a run
+  // pays nothing for it.
+  bool collect_step_timing = false;
 };
 
 // The pruned graph a run executed (when output_partition_graphs is asked for), one per device
@@ -39,9 +42,10 @@ struct PartitionGraph {
   std::vector<std::string_view> node_names;
 };
 
-// Where a step's time went, measured on every run given a RunMetadata, traced or not, for the
-// price of two clock readings per batch of nodes a thread takes and two around each
-// input-pipeline op (not per op): cheap enough for every step.
+// Where a step's time went, measured on a run given a RunMetadata that asks for it
+// (RunOptions::collect_step_timing) or is traced, for the price of two clock readings per batch
+// of nodes a thread takes and two around each input-pipeline op (not per op): cheap enough for
+// every step (StepTimingHook asks on every one).
 struct StepTiming {
   int64_t wall_ns = 0;   // the executor's part of Session::run, start to finish
   int64_t busy_ns = 0;   // summed over the threads: time running nodes (kernels and the bookkeeping between them)
