@@ -310,7 +310,7 @@ async function highlightCriticalPath(model, viewer) {
   viewer.brushingStateController.changeSelectionFromTimeline(new tr.model.EventSet(slices));
   window.stepscopeHighlighted = slices.length;
 }
-)js" << (windowed ? windowed_viewer_script() : "")
+)js"
       << R"js(document.addEventListener('WebComponentsReady', async () => {
   if (typeof tr === 'undefined') return viewerMissing();
   if (WINDOWED) return startWindowed();
@@ -326,7 +326,9 @@ async function highlightCriticalPath(model, viewer) {
   document.getElementById('status').remove();
   showModel(model);
 });
-</script></body></html>
+</script>
+)js" << (windowed ? "<script src=\"/ui/windowed_viewer.js\"></script>\n" : "")
+      << R"js(</body></html>
 )js";
   return html.str();
 }

@@ -121,8 +121,4 @@ HttpReply trace_api_reply(const std::filesystem::path& file, const std::string& 
 // at ~8:1); "?mode=window" or "?mode=full" in the viewer's query decides instead.
 bool use_windowed_viewer(const std::filesystem::path& file, std::string_view query);
 
-// The viewer page's script for windowed mode (see render_viewer in trace_server.cc): it defines
-// startWindowed(), which draws the overview strip and shows windows with showModel(model).
-const char* windowed_viewer_script();
-
 }  // namespace stepscope

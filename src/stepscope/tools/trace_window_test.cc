@@ -317,10 +317,11 @@ TEST_F(TraceWindowServerTest, ViewerPageIsWindowedForBigTracesOrOnRequest) {
   const HttpReply small = get("/viewer/run/timeline-1.json");
   ASSERT_EQ(small.status, 200);
   EXPECT_NE(small.body.find("WINDOWED = false"), std::string::npos);
-  EXPECT_EQ(small.body.find("startWindowed()"), small.body.find("startWindowed"));  // only the call site
+  EXPECT_EQ(small.body.find("windowed_viewer.js"), std::string::npos);
   const HttpReply asked = get("/viewer/run/timeline-1.json?mode=window");
   EXPECT_NE(asked.body.find("WINDOWED = true"), std::string::npos);
-  EXPECT_NE(asked.body.find("async function startWindowed"), std::string::npos);
+  EXPECT_NE(asked.body.find("<script src=\"/ui/windowed_viewer.js\"></script>"), std::string::npos);
+  EXPECT_NE(get("/ui/windowed_viewer.js").body.find("async function startWindowed"), std::string::npos);
 
   std::string big = R"({"traceEvents":[)";
   while (big.size() < 16'000'000) big += R"({"ph":"X","name":"a","pid":1,"tid":1,"ts":1,"dur":1},)";
