@@ -12,6 +12,7 @@
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/scaffold.h"
+#include "stepscope/ops/array_ops.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/summary_writer.h"
 #include "stepscope/train/variables.h"
@@ -279,10 +280,15 @@ std::map<std::string, double> Estimator::evaluate(const InputFn& input_fn, Evalu
   Scope metric_scope = root.with_name_scope("metrics");
   std::vector<std::string> names = {kLossKey};
   std::vector<metrics::Metric> streams = {metrics::mean(metric_scope, spec.loss, {}, kLossKey)};
+  // A per-batch value that does not read the input (a constant, the global step) would still be
+  // counted in the run where the input ends, if its update ran before the end was seen (the
+  // executor runs what does not depend on the failed op): every value waits for the batch.
+  Node* batch = labels ? labels.node : features.node;
+  const Scope after_batch = batch ? metric_scope.with_control_dependencies({batch}) : metric_scope;
   for (const auto& [name, metric] : spec.eval_metric_ops) {
     names.push_back(name);
     streams.push_back(metric.update_op ? metrics::Metric{metric.value, metric.update_op}
-                                       : metrics::mean(metric_scope, metric.value, {}, name));
+                                       : metrics::mean(metric_scope, identity(after_batch, metric.value), {}, name));
   }
   std::vector<Fetch> updates;
   std::vector<Output> values;
