@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "stepscope/base/error.h"
@@ -33,6 +34,23 @@ struct AdamMlp {
     Output loss = reduce_mean(root.with_name_scope("loss"), sparse_softmax_cross_entropy_with_logits(root, y, logits));
     train = AdamOptimizer(0.01).minimize(root, loss, get_global_step(graph));
   }
+  // One traced training step on a batch of `rows` (a session made, and initialized, at the first).
+  RunMetadata traced_step(int64_t rows) {
+    if (!session) {
+      session = std::make_unique<Session>(graph);
+      session->run(global_variables_initializer(Scope(graph)));
+    }
+    Tensor xs(DType::kFloat32, Shape{rows, 8});
+    for (float& v : xs.flat<float>()) v = 0.5f;
+    Tensor ys(DType::kInt32, Shape{rows});
+    for (int32_t& v : ys.flat<int32_t>()) v = 1;
+    RunOptions traced;
+    traced.trace_level = TraceLevel::kFullTrace;
+    RunMetadata metadata;
+    session->run({{x, xs}, {y, ys}}, {}, {train}, traced, &metadata);
+    return metadata;
+  }
+  std::unique_ptr<Session> session;
 };
 
 TEST(MemoryKinds, TheGraphSaysWhichNodeHoldsWhat) {
@@ -49,16 +67,7 @@ TEST(MemoryKinds, TheGraphSaysWhichNodeHoldsWhat) {
 
 TEST(MemoryKinds, AStepsPeakSplitsExactlyIntoTheKinds) {
   AdamMlp m;
-  Session session(m.graph);
-  session.run(global_variables_initializer(Scope(m.graph)));
-  Tensor xs(DType::kFloat32, Shape{32, 8});
-  for (float& v : xs.flat<float>()) v = 0.5f;
-  Tensor ys(DType::kInt32, Shape{32});
-  for (int32_t& v : ys.flat<int32_t>()) v = 1;
-  RunOptions traced;
-  traced.trace_level = TraceLevel::kFullTrace;
-  RunMetadata metadata;
-  session.run({{m.x, xs}, {m.y, ys}}, {}, {m.train}, traced, &metadata);
+  const RunMetadata metadata = m.traced_step(32);
 
   const MemoryByKind memory = memory_by_kind(m.graph, metadata.step_stats);
   // Parameters: (8*16 + 16 + 16*4 + 4) floats; Adam keeps two slots of each.
@@ -92,20 +101,8 @@ TEST(MemoryKinds, AStepWithoutMemoryRecordsHasOnlyTheVariables) {
 // in its file ('B' chunks), so a loaded profile, which has no graph, still has it.
 TEST(MemoryKinds, AProfileKeepsEachStepsBreakdown) {
   AdamMlp m;
-  Session session(m.graph);
-  session.run(global_variables_initializer(Scope(m.graph)));
-  Tensor xs(DType::kFloat32, Shape{4, 8});
-  for (float& v : xs.flat<float>()) v = 0.5f;
-  Tensor ys(DType::kInt32, Shape{4});
-  for (int32_t& v : ys.flat<int32_t>()) v = 1;
-  RunOptions traced;
-  traced.trace_level = TraceLevel::kFullTrace;
   Profiler profiler(m.graph);
-  for (int step = 1; step <= 2; ++step) {
-    RunMetadata metadata;
-    session.run({{m.x, xs}, {m.y, ys}}, {}, {m.train}, traced, &metadata);
-    profiler.add_step(step, metadata);
-  }
+  for (int step = 1; step <= 2; ++step) profiler.add_step(step, m.traced_step(4));
   ASSERT_TRUE(profiler.memory_by_kind(2).has_value());
   EXPECT_FALSE(profiler.memory_by_kind(3).has_value());
   const int64_t params = (8 * 16 + 16 + 16 * 4 + 4) * 4;

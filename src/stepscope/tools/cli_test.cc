@@ -24,16 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::cli;
+using testing::CliResult;
 
 // Three traced steps of a small model, saved as a profile and as RunMetadata files.
 class CliTest : public ::testing::Test {

@@ -15,6 +15,7 @@
 #include "stepscope/profiler/tfprof/tfprof_test_util.h"
 #include "stepscope/testing/temp_dir.h"
 #include "stepscope/tools/cli.h"
+#include "stepscope/tools/tools_test_util.h"
 
 namespace stepscope {
 namespace {
@@ -24,16 +25,8 @@ using tfprof::testing::add_exec;
 using tfprof::testing::add_node;
 using tfprof::testing::kCpu;
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = run_cli(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using testing::cli;
+using testing::CliResult;
 
 // One step: a/x 10us -> a/mm `mm_us` -> b/add 20us (starting at 1000us).
 RunMetadata step_of(const Graph& g, int64_t mm_us) {

@@ -1,16 +1,31 @@
-// Test-only: a small model trained for real, for the tools' tests (the command line, the web
-// API) that need traced steps, profiles and RunMetadata files: dense 8 -> 16 (ReLU) -> 4,
-// softmax cross-entropy, GradientDescent(0.1), on one fixed batch of 32.
+// Test-only, for the tools' tests: the command line run in-process (cli), and a small model
+// trained for real for those that need traced steps, profiles and RunMetadata files (TracedMlp:
+// dense 8 -> 16 (ReLU) -> 4, softmax cross-entropy, GradientDescent(0.1), one fixed batch of 32).
 #pragma once
 
 #include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/tools/cli.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 
 namespace stepscope::testing {
+
+// What `stepscope ARGS...` printed and returned.
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+inline CliResult cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  const int code = run_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
 
 struct TracedMlp {
   Graph graph;

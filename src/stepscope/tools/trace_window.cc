@@ -258,48 +258,38 @@ void TraceIndex::parse() {
                                    "] is not an object: not a Chrome trace");
       }
       const char* event_begin = in.p;
-      ++in.p;
       std::string_view ph, ts, dur, pid, tid, id, id2, cat, name, bp, args, bind_id;
-      if (!in.at('}')) {
-        for (;;) {
-          const std::string_view key = in.string();
-          in.expect(':');
-          const std::string_view value = in.value(1);
-          if (key.size() <= 4) {
-            if (key == "ph")
-              ph = value;
-            else if (key == "ts")
-              ts = value;
-            else if (key == "dur")
-              dur = value;
-            else if (key == "pid")
-              pid = value;
-            else if (key == "tid")
-              tid = value;
-            else if (key == "id")
-              id = value;
-            else if (key == "id2")
-              id2 = value;
-            else if (key == "cat")
-              cat = value;
-            else if (key == "name")
-              name = value;
-            else if (key == "bp")
-              bp = value;
-            else if (key == "args")
-              args = value;
-          } else if (key == "bind_id") {
-            bind_id = value;
-          }
-          in.ws();
-          if (in.p < in.end && *in.p == ',') {
-            ++in.p;
-            continue;
-          }
-          break;
+      in.items('}', [&] {
+        const std::string_view key = in.string();
+        in.expect(':');
+        const std::string_view value = in.value(1);
+        if (key.size() <= 4) {
+          if (key == "ph")
+            ph = value;
+          else if (key == "ts")
+            ts = value;
+          else if (key == "dur")
+            dur = value;
+          else if (key == "pid")
+            pid = value;
+          else if (key == "tid")
+            tid = value;
+          else if (key == "id")
+            id = value;
+          else if (key == "id2")
+            id2 = value;
+          else if (key == "cat")
+            cat = value;
+          else if (key == "name")
+            name = value;
+          else if (key == "bp")
+            bp = value;
+          else if (key == "args")
+            args = value;
+        } else if (key == "bind_id") {
+          bind_id = value;
         }
-      }
-      in.expect('}');
+      });
       Event e;
       e.offset = static_cast<uint32_t>(event_begin - in.begin);
       e.length = static_cast<uint32_t>(in.p - event_begin);
@@ -409,34 +399,24 @@ void TraceIndex::parse() {
     parse_events();
     have_events = true;
   } else if (in.at('{')) {
-    ++in.p;
-    if (!in.at('}')) {
-      for (;;) {
-        in.ws();
-        const char* key_begin = in.p;
-        const std::string_view key = in.string();
-        in.expect(':');
-        if (key == "traceEvents") {
-          if (have_events) in.fail("a second \"traceEvents\"");
-          if (!in.at('[')) {
-            in.value();
-            throw InvalidArgumentError(source_ + ": \"traceEvents\" is not an array: not a Chrome trace");
-          }
-          parse_events();
-          have_events = true;
-        } else {
-          in.value(1);
-          if (key != "stepscope_window") other_keys_.emplace_back(key_begin, static_cast<size_t>(in.p - key_begin));
+    in.items('}', [&] {
+      in.ws();
+      const char* key_begin = in.p;
+      const std::string_view key = in.string();
+      in.expect(':');
+      if (key == "traceEvents") {
+        if (have_events) in.fail("a second \"traceEvents\"");
+        if (!in.at('[')) {
+          in.value();
+          throw InvalidArgumentError(source_ + ": \"traceEvents\" is not an array: not a Chrome trace");
         }
-        in.ws();
-        if (in.p < in.end && *in.p == ',') {
-          ++in.p;
-          continue;
-        }
-        break;
+        parse_events();
+        have_events = true;
+      } else {
+        in.value(1);
+        if (key != "stepscope_window") other_keys_.emplace_back(key_begin, static_cast<size_t>(in.p - key_begin));
       }
-    }
-    in.expect('}');
+    });
   } else {
     if (in.p == in.end) in.fail("the file is empty");
     in.value();
