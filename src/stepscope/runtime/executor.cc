@@ -42,7 +42,8 @@ struct Executor::RunState {
   NodeRecord* records = nullptr;
   NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
   AllocationRecorder* recorder = nullptr;
-  // Step timing (when the run has a RunMetadata): threads running nodes, and the gaps when none is.
+  // Step timing (RunOptions::collect_step_timing, or a traced run with a RunMetadata): threads
+  // running nodes, and the gaps when none is.
   // Lock-free: the thread that takes the count of active threads 1 -> 0 stores when; the one
   // that takes it 0 -> 1 takes that time (leaving kBusy) and counts the gap. It may find kBusy
   // for a moment (the other has counted down and not yet stored): it waits for the store.
@@ -251,8 +252,11 @@ void Executor::process(RunState* s, int first) const {
     thread_id = current_thread_id();
   }
   const bool threaded = pool_ != nullptr;
+  // Read once: the check below is per node, and run_node could (for all the compiler knows)
+  // change *s.
+  const bool timing = s->timing;
   int64_t busy_since = 0;
-  if (s->timing) {
+  if (timing) {
     s->start_busy();
     busy_since = now_ns();
   }
@@ -273,7 +277,7 @@ void Executor::process(RunState* s, int first) const {
     --num_ready;
     const int index = ready[num_ready];
     const Plan::Item& item = plan.items[index];
-    if (s->timing && item.input) [[unlikely]] {
+    if (timing && item.input) [[unlikely]] {
       const int64_t since = now_ns();
       run_node(s, index, rec, thread_id, ready_since[num_ready]);
       s->input_ns.fetch_add(now_ns() - since, std::memory_order_relaxed);
@@ -321,7 +325,7 @@ void Executor::process(RunState* s, int first) const {
     ++finished;
   }
   recording.reset();
-  if (s->timing) s->end_busy(busy_since);
+  if (timing) s->end_busy(busy_since);
   // Nodes are counted off once per call, not once per node; the call that takes the count to
   // zero wakes the caller, and `s` must not be touched once `done` is set (the caller may
   // return at once).
