@@ -1,24 +1,118 @@
 #include "stepscope/runtime/step_stats.h"
 
 #include <algorithm>
-#include <deque>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
-#include <unordered_set>
+#include <vector>
 
 namespace stepscope {
 
-std::string_view StepStats::intern(std::string_view s) {
-  struct Table {
-    std::mutex mutex;
-    std::deque<std::string> storage;  // a deque never moves its strings
-    std::unordered_set<std::string_view> index;
+namespace {
+
+// The strings of every trace, kept for the process's life: an open-addressing hash set over
+// strings packed in 64 KiB blocks. A traced step's first run interns three strings a node
+// (name, op type, timeline label); one malloc and one hash node per string made that ~1 µs a
+// node on a 100,000-node graph (issue 16's scale table).
+class InternTable {
+ public:
+  std::string_view intern(std::string_view s) {
+    const size_t hash = std::hash<std::string_view>{}(s);
+    std::lock_guard<std::mutex> lock(mutex_);
+    reserve(1);
+    return insert(s, hash);
+  }
+
+  void intern_all(std::span<const std::string_view> in, std::string_view* out) {
+    std::vector<size_t> hashes(in.size());
+    for (size_t i = 0; i < in.size(); ++i) hashes[i] = std::hash<std::string_view>{}(in[i]);
+    std::lock_guard<std::mutex> lock(mutex_);
+    reserve(in.size());
+    constexpr size_t kAhead = 8;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (i + kAhead < in.size()) __builtin_prefetch(&slots_[hashes[i + kAhead] & mask]);
+      out[i] = insert(in[i], hashes[i]);
+    }
+  }
+
+ private:
+  struct Slot {
+    size_t hash = 0;
+    const char* data = nullptr;  // null: empty slot
+    size_t size = 0;
   };
-  static auto* table = new Table();  // never destroyed: views may be read during static destruction
-  std::lock_guard<std::mutex> lock(table->mutex);
-  auto it = table->index.find(s);
-  if (it != table->index.end()) return *it;
-  return *table->index.insert(table->storage.emplace_back(s)).first;
+  static constexpr size_t kBlockBytes = 64 << 10;
+
+  // Room for n more strings at most half full (grown before, so that a batch's slots stay put).
+  void reserve(size_t n) {
+    if ((size_ + n) * 2 <= slots_.size()) return;
+    size_t capacity = std::max<size_t>(1024, slots_.size());
+    while ((size_ + n) * 2 > capacity) capacity *= 2;
+    grow(capacity);
+  }
+
+  std::string_view insert(std::string_view s, size_t hash) {
+    if (s.empty()) return {"", 0};  // a view with data(): "set" to the readers that test it
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      Slot& slot = slots_[i];
+      if (!slot.data) {
+        slot = {hash, store(s), s.size()};
+        ++size_;
+        return {slot.data, slot.size};
+      }
+      if (slot.hash == hash && slot.size == s.size() && std::memcmp(slot.data, s.data(), s.size()) == 0)
+        return {slot.data, slot.size};
+    }
+  }
+
+  const char* store(std::string_view s) {
+    if (s.size() > block_left_) {
+      const size_t bytes = std::max(kBlockBytes, s.size());
+      blocks_.push_back(std::make_unique<char[]>(bytes));
+      block_next_ = blocks_.back().get();
+      block_left_ = bytes;
+    }
+    char* at = block_next_;
+    std::memcpy(at, s.data(), s.size());
+    block_next_ += s.size();
+    block_left_ -= s.size();
+    return at;
+  }
+
+  void grow(size_t capacity) {
+    std::vector<Slot> old(capacity);
+    old.swap(slots_);
+    const size_t mask = slots_.size() - 1;
+    for (const Slot& slot : old) {
+      if (!slot.data) continue;
+      size_t i = slot.hash & mask;
+      while (slots_[i].data) i = (i + 1) & mask;
+      slots_[i] = slot;
+    }
+  }
+
+  std::mutex mutex_;
+  std::vector<Slot> slots_;  // a power of two, at most half full
+  size_t size_ = 0;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* block_next_ = nullptr;
+  size_t block_left_ = 0;
+};
+
+}  // namespace
+
+InternTable& intern_table() {
+  static auto* table = new InternTable();  // never destroyed: views may be read during static destruction
+  return *table;
+}
+
+std::string_view StepStats::intern(std::string_view s) { return intern_table().intern(s); }
+
+void StepStats::intern_all(std::span<const std::string_view> in, std::string_view* out) {
+  intern_table().intern_all(in, out);
 }
 
 namespace {

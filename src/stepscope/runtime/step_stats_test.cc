@@ -76,3 +76,39 @@ TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {
 
 }  // namespace
 }  // namespace stepscope
+
+namespace stepscope {
+namespace {
+
+TEST(StepStatsInternTest, EqualStringsShareOneCopyAndOutliveTheirSource) {
+  std::string source = "scope/node_with_a_long_name_past_the_small_string_buffer";
+  const std::string_view first = StepStats::intern(source);
+  source[0] = 'X';  // the interned copy is the table's, not the caller's
+  EXPECT_EQ(first, "scope/node_with_a_long_name_past_the_small_string_buffer");
+  EXPECT_EQ(StepStats::intern("scope/node_with_a_long_name_past_the_small_string_buffer").data(), first.data());
+  // An empty string is a view with data(), as readers test data() for "set".
+  EXPECT_NE(StepStats::intern("").data(), nullptr);
+  EXPECT_TRUE(StepStats::intern("").empty());
+}
+
+TEST(StepStatsInternTest, InternAllMatchesInternOneByOneThroughTheTablesGrowth) {
+  // Enough new strings to grow the table several times inside one batch, with repeats in the
+  // batch and strings interned before it.
+  std::vector<std::string> owned;
+  for (int i = 0; i < 5000; ++i) owned.push_back("intern_all/node_" + std::to_string(i % 3000));
+  const std::string_view before = StepStats::intern("intern_all/node_7");
+  std::vector<std::string_view> in(owned.begin(), owned.end());
+  in.push_back("");
+  std::vector<std::string_view> out(in.size());
+  StepStats::intern_all(in, out.data());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(out[i], in[i]);
+    EXPECT_EQ(out[i].data(), StepStats::intern(in[i]).data()) << in[i];
+  }
+  EXPECT_EQ(out[7].data(), before.data());
+  EXPECT_EQ(out[3007].data(), out[7].data());  // a repeat inside the batch
+  EXPECT_NE(out.back().data(), nullptr);
+}
+
+}  // namespace
+}  // namespace stepscope

@@ -131,5 +131,27 @@ TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
             "  c (7/7 flops)\n");
 }
 
+// A node's children are its inputs, so the view is as deep as the graph: a chain of 200,000
+// ops (an unrolled loop) overflowed the stack while the view was accounted recursively.
+TEST(GraphView, ChainDeeperThanTheStack) {
+  Graph g;
+  constexpr int kChain = 200000;
+  Node* last = tfprof::testing::add_node(g, "n_0", "Add", {}, Shape{16}, 16);
+  for (int i = 1; i < kChain; ++i)
+    last = tfprof::testing::add_node(g, "n_" + std::to_string(i), "Add", {last}, Shape{16}, 16);
+  Profiler p(g);
+  auto o = graph_options({".*"}, {"float_ops"});
+  o.max_depth = 3;
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/3.20m flops)\n  n_199999 (16/3.20m flops)\n"
+            "    n_199998 (16/3.20m flops)\n");
+  o.start_name_regexes = {"n_100$"};  // found 199,899 nodes down
+  EXPECT_EQ(p.profile_graph(o).text,
+            "node name | # float_ops\n_TFProfRoot (--/3.20m flops)\n  n_100 (16/1.62k flops)\n"
+            "    n_99 (16/1.60k flops)\n");
+  o.account_type_regexes = {"Nothing"};  // every node passes its (no) accounted inputs up
+  EXPECT_EQ(p.profile_graph(o).text, "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
+}
+
 }  // namespace
 }  // namespace stepscope

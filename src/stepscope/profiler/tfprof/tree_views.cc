@@ -75,19 +75,40 @@ struct TreeQuery {
     return kept;
   }
 
-  // Accounting of the graph view: an unaccounted node passes its accounted inputs up.
+  // Accounting of the graph view: an unaccounted node passes its accounted inputs up. A node's
+  // children are its inputs, so the depth is the graph's: a loop over an explicit stack, not
+  // recursion (a chain of 100,000 ops overflowed the thread's stack).
   std::vector<int32_t> account_graph(const std::vector<int32_t>& roots) {
+    struct Frame {
+      int32_t e;
+      size_t next_child = 0;
+      std::vector<int32_t> kept_children;
+    };
     std::vector<int32_t> kept;
-    for (int32_t e : roots) {
-      if (visited[e]) continue;
+    std::vector<Frame> stack;
+    auto enter = [&](int32_t e) {
+      if (visited[e]) return;
       visited[e] = 1;
-      std::vector<int32_t> kept_children = account_graph(tree.entries[e].children);
-      account[e] = reaccount(e);
-      if (account[e]) {
-        keep(e, kept_children);
-        kept.push_back(e);
-      } else {
-        kept.insert(kept.end(), kept_children.begin(), kept_children.end());
+      stack.push_back(Frame{e, 0, {}});
+    };
+    for (int32_t r : roots) {
+      enter(r);
+      while (!stack.empty()) {
+        const std::vector<int32_t>& children = tree.entries[stack.back().e].children;
+        if (stack.back().next_child < children.size()) {
+          enter(children[stack.back().next_child++]);
+          continue;
+        }
+        Frame done = std::move(stack.back());
+        stack.pop_back();
+        std::vector<int32_t>& parent_kept = stack.empty() ? kept : stack.back().kept_children;
+        account[done.e] = reaccount(done.e);
+        if (account[done.e]) {
+          keep(done.e, done.kept_children);
+          parent_kept.push_back(done.e);
+        } else {
+          parent_kept.insert(parent_kept.end(), done.kept_children.begin(), done.kept_children.end());
+        }
       }
     }
     return kept;
@@ -103,10 +124,14 @@ struct TreeQuery {
     }
   }
 
-  // The first nodes matching start_name_regexes on each branch.
+  // The first nodes matching start_name_regexes on each branch, in depth-first order (an
+  // explicit stack: the graph view's kept tree is as deep as the graph).
   std::vector<int32_t> search_root(const std::vector<int32_t>& roots, bool once) {
     std::vector<int32_t> found;
-    for (int32_t e : roots) {
+    std::vector<int32_t> stack(roots.rbegin(), roots.rend());
+    while (!stack.empty()) {
+      const int32_t e = stack.back();
+      stack.pop_back();
       if (once) {
         if (visited[e]) continue;
         visited[e] = 1;
@@ -115,8 +140,7 @@ struct TreeQuery {
         found.push_back(e);
         continue;
       }
-      std::vector<int32_t> below = search_root(show_children[e], once);
-      found.insert(found.end(), below.begin(), below.end());
+      stack.insert(stack.end(), show_children[e].rbegin(), show_children[e].rend());
     }
     return found;
   }

@@ -84,11 +84,26 @@ struct Executor::Plan {
   static_assert(sizeof(Names) == 64);
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
+      // Interned in one batch: the labels and op types. A label starts with the node's name, so
+      // the name is a view into it (one new string a node, not two).
+      std::vector<std::string> labels;
+      labels.reserve(items.size());
+      std::vector<std::string_view> strings;
+      strings.reserve(2 * items.size());
+      for (const Item& item : items) {
+        labels.push_back(item.node->timeline_label());
+        strings.push_back(labels.back());
+        strings.push_back(item.node->op_type());
+      }
+      std::vector<std::string_view> interned(strings.size());
+      StepStats::intern_all(strings, interned.data());
       names_.reserve(items.size());
-      for (const Item& item : items)
-        names_.push_back({StepStats::intern(item.node->name()), StepStats::intern(item.node->op_type()),
-                          StepStats::intern(item.node->timeline_label()), item.node_id, item.output_base,
-                          item.num_outputs, item.device});
+      for (size_t i = 0; i < items.size(); ++i) {
+        const Item& item = items[i];
+        const std::string_view label = interned[2 * i];
+        names_.push_back({label.substr(0, item.node->name().size()), interned[2 * i + 1], label, item.node_id,
+                          item.output_base, item.num_outputs, item.device});
+      }
       for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
       // A fed node computed nothing in the step: its label names no inputs.
       for (const FedNode& f : fed_nodes)

@@ -1,0 +1,206 @@
+// The profiler's own cost as the graph grows, measured as issue 16 asks: a chain of N tiny ops
+// (`x + 1` on 16 floats) in name scopes of 100 nodes, one thread. For each N it prints:
+//   untraced          one Session::run, the plan already built (µs and ns an op)
+//   traced fresh 1/2  the first and second traced runs, each into a new RunMetadata: the extra
+//                     ns an op over the untraced run (target ≤ +100 ns whatever the history)
+//   traced reused     traced into the same RunMetadata every step
+//   timeline          the Chrome trace with dataflow and memory: ms, MB, ns an event (≤ 300 ns)
+//   add_step          a new Profiler's add_step of that step: µs a node (≤ 1 µs)
+//   scope/op/graph/code views   each view's first query (time_and_memory, no output; the view's
+//                     structure built then): µs a node (≤ 1 µs)
+// Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
+//   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/tfprof/option_builder.h"
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/timeline.h"
+#include "stepscope/runtime/session.h"
+
+namespace stepscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// --only PHASE: measure that phase alone, --repeat times (for a profiler such as perf).
+std::string only_phase;
+int only_repeat = 1;
+bool runs(const char* phase) { return only_phase.empty() || only_phase == phase; }
+int reps_for(const char* phase, int reps) { return only_phase == phase ? only_repeat : reps; }
+
+double seconds_of(const std::function<void()>& body) {
+  const auto start = Clock::now();
+  body();
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median_seconds(int repetitions, const std::function<void()>& body) {
+  std::vector<double> times;
+  for (int i = 0; i < repetitions; ++i) times.push_back(seconds_of(body));
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+struct Row {
+  int64_t nodes = 0;
+  double plan_s = 0, untraced_s = 0, fresh1_s = 0, fresh2_s = 0, reused_s = 0;
+  double timeline_s = 0, timeline_mb = 0;
+  int64_t events = 0;
+  double add_step_s = 0, scope_s = 0, op_s = 0, graph_s = 0, code_s = 0;
+};
+
+int64_t count_events(const std::string& json) {
+  int64_t n = 0;
+  for (size_t at = json.find("\"ph\":"); at != std::string::npos; at = json.find("\"ph\":", at + 5)) ++n;
+  return n;
+}
+
+Row measure(int64_t n) {
+  Row row;
+  row.nodes = n;
+  const int reps = static_cast<int>(std::clamp<int64_t>(200000 / n, 3, 15));
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{16});
+  Output one = constant(root.with_op_name("one"), Tensor::from_vector<float>(std::vector<float>(16, 1.0f)));
+  Output y = x;
+  for (int64_t block = 0; block * 100 < n; ++block) {
+    Scope scope = root.with_name_scope("block" + std::to_string(block));
+    for (int64_t i = block * 100; i < std::min(n, (block + 1) * 100); ++i) y = add(scope, y, one);
+  }
+  Session session(g, {.inter_op_threads = 1});
+  FeedList feeds{{x, Tensor::from_vector<float>(std::vector<float>(16, 0.0f))}};
+  row.plan_s = seconds_of([&] { session.run(feeds, {y}); });  // the plan's build, outside every other timing
+  if (runs("untraced")) row.untraced_s = median_seconds(reps_for("untraced", reps), [&] { session.run(feeds, {y}); });
+
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  {
+    RunMetadata first, second;
+    row.fresh1_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &first); });
+    row.fresh2_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &second); });
+  }
+  RunMetadata metadata;
+  session.run(feeds, {y}, {}, traced, &metadata);
+  if (runs("reused")) row.reused_s = median_seconds(reps_for("reused", reps), [&] { session.run(feeds, {y}, {}, traced, &metadata); });
+  if (runs("fresh") && (reps > 1 || !only_phase.empty())) {  // a median too, where there is time for it
+    row.fresh2_s = median_seconds(reps_for("fresh", reps), [&] {
+      RunMetadata fresh;
+      session.run(feeds, {y}, {}, traced, &fresh);
+    });
+  }
+
+  const Timeline timeline(metadata.step_stats, &g);
+  std::string json;
+  if (runs("timeline")) row.timeline_s = median_seconds(reps_for("timeline", reps), [&] {
+    json.clear();
+    timeline.write_chrome_trace(json, {.show_dataflow = true, .show_memory = true});
+  });
+  row.timeline_mb = static_cast<double>(json.size()) / 1e6;
+  row.events = count_events(json);
+
+  std::ostringstream quiet;
+  if (runs("add_step")) row.add_step_s = median_seconds(reps_for("add_step", reps), [&] {
+    Profiler profiler(g);
+    profiler.set_log(&quiet);
+    profiler.add_step(1, metadata);
+  });
+  // Each view as a user's first query sees it: on a fresh Profiler, so the view's structure
+  // (built once per graph) is in the figure.
+  const ProfileOptions options = ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory()).with_empty_output().build();
+  const auto first_query = [&](const char* phase, const std::function<void(const Profiler&)>& view) {
+    if (!runs(phase)) return 0.0;
+    std::vector<double> times;
+    for (int i = 0; i < reps_for(phase, reps); ++i) {
+      Profiler profiler(g);
+      profiler.set_log(&quiet);
+      profiler.add_step(1, metadata);
+      times.push_back(seconds_of([&] { view(profiler); }));
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+  };
+  row.scope_s = first_query("scope", [&](const Profiler& p) { p.profile_name_scope(options); });
+  row.op_s = first_query("op", [&](const Profiler& p) { p.profile_operations(options); });
+  row.graph_s = first_query("graph", [&](const Profiler& p) { p.profile_graph(options); });
+  row.code_s = first_query("code", [&](const Profiler& p) { p.profile_code(options); });
+  return row;
+}
+
+void print(const Row& r, bool markdown) {
+  const double n = static_cast<double>(r.nodes);
+  const auto per_node_us = [&](double s) { return s * 1e6 / n; };
+  const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
+  if (markdown) {
+    std::printf("| %lld | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.1f ms, %.1f MB, %.0f ns/event | "
+                "%.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
+                static_cast<long long>(r.nodes), r.untraced_s * 1e3, r.untraced_s * 1e9 / n, extra_ns(r.fresh1_s),
+                extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
+                r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
+                per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
+  } else {
+    std::printf("nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, fresh 2nd %.0f, "
+                "reused %.0f\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step %.2f µs/node\n"
+                "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
+                static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
+                extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
+                static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
+                per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
+                per_node_us(r.code_s));
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace stepscope
+
+int main(int argc, char** argv) {
+  int64_t max_nodes = 1000000;
+  std::vector<int64_t> sizes;
+  bool markdown = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--markdown") {
+      markdown = true;
+    } else if (arg == "--only" && i + 2 < argc) {
+      stepscope::only_phase = argv[++i];
+      stepscope::only_repeat = std::atoi(argv[++i]);
+    } else if (arg == "--max-nodes" && i + 1 < argc) {
+      max_nodes = std::atoll(argv[++i]);
+    } else if (arg == "--sizes" && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      for (std::string item; std::getline(list, item, ',');) sizes.push_back(std::atoll(item.c_str()));
+    } else {
+      std::fprintf(stderr,
+                   "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K]\n"
+                   "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
+                   "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
+                   "  --only PHASE K: that phase alone, K times (untraced, fresh, reused, timeline, add_step,\n"
+                   "    scope, op, graph, code), to run under a profiler\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  if (sizes.empty())
+    for (int64_t n = 1000; n <= max_nodes; n *= 10) sizes.push_back(n);
+  if (markdown) {
+    std::printf("| nodes | untraced run | traced extra: fresh 1st / fresh 2nd / reused | timeline (dataflow + memory) | "
+                "add_step | views: scope / op / graph / code |\n|---|---|---|---|---|---|\n");
+  }
+  for (int64_t n : sizes) {
+    if (n < 1) {
+      std::fprintf(stderr, "scale_bench: --sizes takes positive node counts, not %lld\n", static_cast<long long>(n));
+      return 2;
+    }
+    stepscope::print(stepscope::measure(n), markdown);
+  }
+  return 0;
+}
