@@ -98,9 +98,11 @@ std::optional<SessionRunArgs> ProfilerHook::before_run(SessionRunContext&) {
   request_trace_ = !window_.empty() || (next_step_ && timer_.should_trigger_for_step(*next_step_));
   SessionRunArgs args;
   args.fetches = global_step_read_;
-  if (request_trace_) {
+  const bool timing = options_.record_step_timing && profiler_;
+  if (request_trace_ || timing) {
     args.options.emplace();
-    args.options->trace_level = TraceLevel::kFullTrace;
+    if (request_trace_) args.options->trace_level = TraceLevel::kFullTrace;
+    args.options->collect_step_timing = timing;
   }
   return args;
 }
@@ -114,13 +116,27 @@ void ProfilerHook::after_run(SessionRunContext& run_context, const SessionRunVal
     // The period counts from the start of a window.
     if (window_.empty()) timer_.update_last_triggered_step(global_step);
     window_.push_back({global_step, run_values.run_metadata ? *run_values.run_metadata : RunMetadata()});
-    if (static_cast<int>(window_.size()) >= options_.window_steps) write_window();
   }
+  if (options_.record_step_timing && profiler_ && run_values.run_metadata) {
+    profiler_->add_step_timing(global_step, run_values.run_metadata->step_timing, run_values.hooks_ns);
+    timings_unsaved_ = true;
+  }
+  if (request_trace_ && static_cast<int>(window_.size()) >= options_.window_steps) write_window();
   next_step_ = global_step + 1;
 }
 
 void ProfilerHook::end(Session&) {
-  if (!window_.empty()) write_window();
+  if (!window_.empty()) {
+    write_window();
+  } else if (timings_unsaved_ && profiler_) {
+    // The runs since the last trace: their timings would be lost with the hook.
+    try {
+      profiler_->save(profile_path());
+      timings_unsaved_ = false;
+    } catch (const std::exception& e) {
+      options_.log.log_warning("ProfilerHook: could not write the profile's step timings: " + std::string(e.what()));
+    }
+  }
 }
 
 void ProfilerHook::write_window() {
@@ -181,6 +197,7 @@ void ProfilerHook::write_window() {
     attempt(path, "profile", [&] {
       for (const TracedStep& t : window_) profiler_->add_step(t.step, t.run_metadata);
       profiler_->save(path);
+      timings_unsaved_ = false;
     });
   }
   window_.clear();

@@ -40,7 +40,10 @@
 //  - a failure to write (unwritable directory, full disk) is a warning naming the path on
 //    options.log.warning; after_run does not throw, so training and the other hooks go on.
 //    An output_dir where no event file can be created is a warning from the constructor too.
-//  - when the timer does not fire, before_run and after_run allocate nothing.
+//  - every run's step timing goes in the profile (record_step_timing; Profiler::step_timings),
+//    saved with each trace and at end();
+//  - when the timer does not fire, before_run and after_run allocate nothing (the profile's
+//    ring of step timings grows to its capacity, then is reused).
 #pragma once
 
 #include <cstdint>
@@ -77,6 +80,9 @@ struct ProfilerHookOptions {
   // Traced steps the profile keeps whole (ProfilerOptions::max_steps; 0: all). Older ones live
   // on in its per-node averages, so memory and the profile file stay bounded on long runs.
   size_t profile_max_steps = 100;
+  // Every run's step timing (wall, input, ops, idle, hooks; StepTimingHook's figures) in the
+  // profile too, traced or not: `stepscope prof timing`. Costs a few clock readings a run.
+  bool record_step_timing = true;
   const Clock* clock = nullptr;   // for save_secs; null: the steady clock
   // info: "Saving timeline for <step> into '<path>'."; warning: a file that could not be written.
   HookLog log = {};
@@ -126,6 +132,7 @@ class ProfilerHook : public SessionRunHook {
   uint64_t profiler_graph_id_ = 0;
   std::optional<int64_t> next_step_;
   bool request_trace_ = false;
+  bool timings_unsaved_ = false;    // step timings added since the profile was last saved
   std::vector<TracedStep> window_;  // the traced runs of the current window
   std::string trace_buffer_;        // reused between traces
   // The files of each trace written, oldest first; only with max_files_to_keep (a list of

@@ -312,6 +312,37 @@ TEST_F(ProfilerHookTest, KeepsATfprofProfile) {
   EXPECT_EQ(without.profiler(), nullptr);
 }
 
+// Every run's step timing goes in the profile, traced or not, numbered by the global step; the
+// runs after the last trace are saved at the end.
+TEST_F(ProfilerHookTest, TheProfileHasEveryRunsStepTiming) {
+  ProfilerHook hook(options({.save_steps = 2}));
+  {
+    SingularMonitoredSession sess(g, {.hooks = {&hook}});
+    for (int i = 0; i < 5; ++i) sess.run(train_op);  // traces step 2 and 4
+    // Saved with the trace of step 4: the runs up to it.
+    const StepTimings saved = Profiler::load(hook.profile_path()).step_timings();
+    ASSERT_EQ(saved.size(), 4u);
+    EXPECT_EQ(saved.records().back().step, 4);
+  }
+  const std::vector<StepTimingRecord> all = Profiler::load(hook.profile_path()).step_timings().records();
+  ASSERT_EQ(all.size(), 5u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].step, static_cast<int64_t>(i) + 1);
+    EXPECT_GT(all[i].wall_ns, 0) << "step " << all[i].step;
+    EXPECT_GT(all[i].busy_ns, 0);
+    EXPECT_GE(all[i].idle_ns, 0);
+    EXPECT_GE(all[i].hooks_ns, 0);
+  }
+  EXPECT_GT(all[3].hooks_ns, 0);  // ProfilerHook's own work before step 4 counts
+
+  ProfilerHook off(options({.save_steps = 2, .record_step_timing = false}));
+  {
+    SingularMonitoredSession sess(g, {.hooks = {&off}});
+    for (int i = 0; i < 3; ++i) sess.run(train_op);
+  }
+  EXPECT_TRUE(Profiler::load(off.profile_path()).step_timings().empty());
+}
+
 // Issue 12: the profile kept (and rewrote) every traced step; now the newest profile_max_steps,
 // the older ones folded into its averages.
 TEST_F(ProfilerHookTest, TheProfileKeepsAtMostProfileMaxSteps) {
@@ -575,25 +606,34 @@ TEST_F(ProfilerHookTest, QuietRunsAllocateNothing) {
 #ifndef STEPSCOPE_COUNT_ALLOCATIONS
   GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
 #else
-  ProfilerHook hook(options({.save_steps = 1000}));
-  hook.begin(g);
-  Session session(g);
-  session.run(global_variables_initializer(root));
-  SessionRunContext context(SessionRunArgs{}, &session);
-  RunMetadata metadata;
-  SessionRunValues values{.results = FetchResult(Tensor::scalar<int64_t>(0)), .options = {}, .run_metadata = &metadata};
-  for (int64_t step = 0; step < 100; ++step) {
-    values.results = FetchResult(Tensor::scalar<int64_t>(step));
-    g_allocations = 0;
-    g_counting = true;
-    auto args = hook.before_run(context);
-    hook.after_run(context, values);
-    g_counting = false;
-    EXPECT_EQ(g_allocations, 0) << "step " << step;
-    ASSERT_TRUE(args.has_value());
-    EXPECT_FALSE(args->options.has_value());
+  for (const bool timing : {false, true}) {
+    ProfilerHook hook(options({.save_steps = 1000, .record_step_timing = timing}));
+    hook.begin(g);
+    Session session(g);
+    session.run(global_variables_initializer(root));
+    SessionRunContext context(SessionRunArgs{}, &session);
+    RunMetadata metadata;
+    SessionRunValues values{
+        .results = FetchResult(Tensor::scalar<int64_t>(0)), .options = {}, .run_metadata = &metadata};
+    for (int64_t step = 0; step < 100; ++step) {
+      values.results = FetchResult(Tensor::scalar<int64_t>(step));
+      g_allocations = 0;
+      g_counting = true;
+      auto args = hook.before_run(context);
+      hook.after_run(context, values);
+      g_counting = false;
+      EXPECT_EQ(g_allocations, 0) << "step " << step << (timing ? " recording step timings" : "");
+      ASSERT_TRUE(args.has_value());
+      // Only the step timing is asked for (a few clock readings), never a trace.
+      EXPECT_EQ(args->options.has_value(), timing);
+      if (timing) {
+        EXPECT_TRUE(args->options->collect_step_timing);
+        EXPECT_EQ(args->options->trace_level, TraceLevel::kNoTrace);
+      }
+    }
+    EXPECT_EQ(hook.profiler()->step_timings().size(), timing ? 100u : 0u);
+    EXPECT_EQ(timeline_files(), 0);
   }
-  EXPECT_EQ(timeline_files(), 0);
 #endif
 }
 

@@ -428,6 +428,9 @@ std::string CriticalPath::to_text(const CriticalPathTextOptions& options) const 
   }
   append(out, "Busy time of all ops: %.3f %s on %zu thread%s, parallelism %.2f\n", t(busy_ns), u.name, threads.size(),
          threads.size() == 1 ? "" : "s", parallelism);
+  if (hooks_ns >= 0)
+    append(out, "Hooks around the step (outside its trace): %.3f %s, %.1f%% of the step and its hooks\n", t(hooks_ns),
+           u.name, wall_ns + hooks_ns > 0 ? 100.0 * static_cast<double>(hooks_ns) / (wall_ns + hooks_ns) : 0.0);
 
   // Which rows to show: all, or the max_rows largest (duration + wait), in path order.
   std::vector<bool> shown(ops.size(), true);
@@ -510,7 +513,7 @@ std::string CriticalPath::to_json() const {
     append(out, ",\"thread_id\":%u,\"busy_ns\":%" PRId64 ",\"ops\":%d,\"utilisation\":%.6f}", th.thread_id, th.busy_ns,
            th.ops, th.utilisation);
   }
-  out += "]}";
+  append(out, "],\"hooks_ns\":%" PRId64 "}", hooks_ns);
   return out;
 }
 

@@ -80,9 +80,12 @@ struct CriticalPath {
   int64_t path_busy_ns = 0;         // sum of the path's durations
   int64_t path_wait_ns = 0;         // sum of the path's waits
   // Of path_busy_ns, the input pipeline's ops (IteratorGetNext and the other iterator ops): the
-  // path by category is compute (path_busy_ns - path_input_ns), input and waiting. (Hooks run
-  // between steps, outside a step's trace.)
+  // path by category is compute (path_busy_ns - path_input_ns), input and waiting.
   int64_t path_input_ns = 0;
+  // The fourth category, hooks: they run around a step, outside its trace, so their time comes
+  // from the step's timing (StepTimingRecord::hooks_ns, which ProfilerHook saves in the profile);
+  // -1 when unknown. Shown beside the path, not on it.
+  int64_t hooks_ns = -1;
   // busy_ns / wall_ns: how many ops were running at once on average.
   double parallelism = 0;
   std::vector<ThreadUtilisation> threads;  // by device, then thread id
@@ -94,7 +97,7 @@ struct CriticalPath {
   // {"wall_ns", "busy_ns", "num_ops", "parallelism", "path_busy_ns", "path_wait_ns",
   //  "path": [{"name", "op_type", "device", "node_id", "thread_id", "start_ns", "duration_ns",
   //            "wait_ns", "share", "wait_share", "via"}...],
-  //  "threads": [{"device", "thread_id", "busy_ns", "ops", "utilisation"}...]}
+  //  "threads": [{"device", "thread_id", "busy_ns", "ops", "utilisation"}...], "hooks_ns" (-1: unknown)}
   std::string to_json() const;
 };
 

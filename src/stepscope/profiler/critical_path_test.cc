@@ -165,6 +165,13 @@ TEST(CriticalPath, FollowsAControlEdge) {
   EXPECT_EQ(p.ops[1].via, CriticalPathEdge::kData);
   expect_shares_sum_to_one(p);
   EXPECT_NE(p.to_text().find("(after a control input)"), std::string::npos);
+  // Hooks, the fourth category, come from the step's timing: shown when known.
+  EXPECT_EQ(p.to_text().find("Hooks"), std::string::npos);
+  p.hooks_ns = 20;  // 20 ns of hooks around a 60 ns step: 25% of the two
+  EXPECT_NE(
+      p.to_text().find("\nHooks around the step (outside its trace): 0.020 us, 25.0% of the step and its hooks\n"),
+      std::string::npos)
+      << p.to_text();
 }
 
 // Nodes of the graph that did not run (pruned, or fed placeholders) are not on the path: it

@@ -196,10 +196,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   CLI::App* prof_command = app.add_subcommand("prof", "Print a tfprof view of a saved profile (ProfilerHook's)");
   prof_command
       ->add_option("view", prof_view,
-                   "scope, op, graph, code, advise, or memory (a step's peak memory by kind: parameters, optimizer "
-                   "slots, gradients, activations, other)")
+                   "scope, op, graph, code, advise, memory (a step's peak memory by kind: parameters, optimizer "
+                   "slots, gradients, activations, other), or timing (every run's step time, input / idle / hooks "
+                   "shares: ProfilerHook records them)")
       ->required()
-      ->check(CLI::IsMember({"scope", "op", "graph", "code", "advise", "memory"}));
+      ->check(CLI::IsMember({"scope", "op", "graph", "code", "advise", "memory", "timing"}));
   prof_command->add_option("--profile,--profile_path", prof_path, "A profile saved by Profiler::save / ProfilerHook")
       ->required();
   add_prof_flags(*prof_command, prof);
@@ -287,6 +288,15 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
         out << profiler.advise(AdvisorOptions::all(), false).text();
         return 0;
       }
+      if (prof_view == "timing") {
+        const StepTimings& timings = profiler.step_timings();
+        if (timings.empty())
+          throw NotFoundError("profile " + prof_path +
+                              " has no step timings (ProfilerHook records them since this version; "
+                              "Profiler::add_step_timing adds them by hand)");
+        out << (prof.json ? timings.to_json() + "\n" : timings.summary_text());
+        return 0;
+      }
       if (prof_view == "memory") {
         const std::vector<int64_t> steps = profiler.steps();
         if (steps.empty()) throw NotFoundError("profile " + prof_path + " has no steps");
@@ -353,7 +363,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
           out << (cp_json ? w.to_json() + "\n" : w.to_text());
           return 0;
         }
-        const CriticalPath path = critical_path(step);
+        CriticalPath path = critical_path(step);
+        if (profile) {
+          const int64_t number = cp_step >= 0 ? cp_step : profile->steps().back();
+          if (const auto timing = profile->step_timings().find(number)) path.hooks_ns = timing->hooks_ns;
+        }
         out << (cp_json ? path.to_json() + "\n" : path.to_text());
       }
       return 0;

@@ -39,6 +39,7 @@ class CliTest : public ::testing::Test {
       const RunMetadata metadata = mlp.step();
       profiler.add_step(step, metadata);
       save_run_metadata(*dir_ / ("run_metadata-" + std::to_string(step) + ".pb"), metadata);
+      profiler.add_step_timing(step, metadata.step_timing, 1000);
     }
     profiler.save(*dir_ / "profile");
     profiler.save(*dir_ / "profile.gz");
@@ -225,6 +226,40 @@ TEST_F(CliTest, ProfMemoryIsAStepsPeakByKind) {
   r = cli({"prof", "memory", "--profile", path("profile"), "-step", "9"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("has no step 9 (steps: 1 2 3)"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, ProfTimingSummarisesEveryRunsStepTime) {
+  CliResult r = cli({"prof", "timing", "--profile", path("profile")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("3 steps (1 to 3)\nstep time: median ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("not input-bound (under 5%)"), std::string::npos) << r.out;  // fed, no input ops
+  r = cli({"prof", "timing", "--profile", path("profile.gz"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["steps"], 3);
+  ASSERT_EQ(json["records"].size(), 3u);
+  EXPECT_EQ(json["records"][2][0], 3);
+  EXPECT_GT(json["records"][2][1].get<int64_t>(), 0);  // the traced step's wall time
+  EXPECT_EQ(json["records"][2][5], 1000);              // the hooks' time given
+
+  // The critical path's fourth category, hooks, from the step's timing (1000 ns given above).
+  r = cli({"critical_path", "--profile", path("profile"), "--step", "2"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nHooks around the step (outside its trace): "), std::string::npos) << r.out;
+  r = cli({"critical_path", "--profile", path("profile"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hooks_ns"], 1000);
+  r = cli({"critical_path", "--run_meta", path("run_metadata-3.pb"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hooks_ns"], -1);  // a RunMetadata file has no hooks' time
+
+  testing::TracedMlp mlp;  // a profile without timings (as older ones are)
+  Profiler bare(mlp.graph);
+  bare.add_step(1, mlp.step());
+  bare.save(path("bare.profile"));
+  r = cli({"prof", "timing", "--profile", path("bare.profile")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has no step timings (ProfilerHook records them"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, DiffOfStepsAndFilesOfARealRun) {

@@ -159,7 +159,9 @@ std::string RunSummary::to_json(size_t max_points_per_series) const {
     append_number(out, traced_step_ms[i].second);
     out += ']';
   }
-  out += "],\"traces\":";
+  out += "],\"step_timing_source\":";
+  json_out::append_string(out, step_timing_source);
+  out += ",\"traces\":";
   append_files(out, traces);
   out += ",\"run_metadata\":";
   append_files(out, run_metadata);
@@ -228,6 +230,7 @@ const RunCatalog::CachedProfile& RunCatalog::load_profile(const fs::path& file) 
   loaded.profiler = std::make_shared<Profiler>(Profiler::load(file));
   for (int64_t step : loaded.profiler->steps())
     loaded.step_ms.emplace_back(step, step_ms(loaded.profiler->step_stats(step)));
+  loaded.step_timings = loaded.profiler->step_timings().records();
   return profiles_[file.string()] = std::move(loaded);
 }
 
@@ -284,9 +287,26 @@ RunSummary RunCatalog::summary(const fs::path& dir) {
       into.wall_times.insert(into.wall_times.end(), series.wall_times.begin(), series.wall_times.end());
     }
   }
+  if (summary.scalars.count("step_time/wall_ms")) summary.step_timing_source = "scalars";
   if (!summary.profile.empty()) {
     try {
-      summary.traced_step_ms = load_profile(dir / kRunProfileName).step_ms;
+      const CachedProfile& profile = load_profile(dir / kRunProfileName);
+      summary.traced_step_ms = profile.step_ms;
+      if (!summary.scalars.count("step_time/wall_ms") && !profile.step_timings.empty()) {
+        // The profile's step timings, as StepTimingHook would have written them.
+        summary.step_timing_source = "profile";
+        for (const auto& [tag, field] :
+             {std::pair{"wall_ms", &StepTimingRecord::wall_ns}, std::pair{"input_ms", &StepTimingRecord::input_ns},
+              std::pair{"ops_ms", &StepTimingRecord::busy_ns}, std::pair{"idle_ms", &StepTimingRecord::idle_ns},
+              std::pair{"hooks_ms", &StepTimingRecord::hooks_ns}}) {
+          ScalarSeries& series = summary.scalars[std::string("step_time/") + tag];
+          for (const StepTimingRecord& r : profile.step_timings) {
+            series.steps.push_back(r.step);
+            series.values.push_back(static_cast<double>(r.*field) / 1e6);
+            series.wall_times.push_back(0);
+          }
+        }
+      }
     } catch (const std::exception& e) {
       summary.problems.push_back(e.what());
     }

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "stepscope/profiler/tfprof/step_timings.h"
+
 namespace stepscope {
 
 class Profiler;
@@ -46,6 +48,9 @@ struct RunSummary {
   std::map<std::string, ScalarSeries> scalars;  // by tag
   // Wall time of each traced step the profile kept (its first op's start to its last op's end).
   std::vector<std::pair<int64_t, double>> traced_step_ms;
+  // Where the step_time/* series come from: "scalars" (StepTimingHook's), "profile" (the
+  // profile's step timings, ProfilerHook's, when there are no such scalars), or "".
+  std::string step_timing_source;
   std::vector<RunFile> traces;        // timeline-<step>.json(.gz), by step
   std::vector<RunFile> run_metadata;  // run_metadata-<step>.pb(.gz), by step
   std::string profile;                // the saved profile's path, "" when none
@@ -84,6 +89,7 @@ class RunCatalog {
     FileVersion version;
     std::shared_ptr<Profiler> profiler;
     std::vector<std::pair<int64_t, double>> step_ms;
+    std::vector<StepTimingRecord> step_timings;  // copied at load: read without the profile's lock
   };
   static FileVersion version_of(const std::filesystem::path& file);
   const CachedProfile& load_profile(const std::filesystem::path& file);

@@ -221,7 +221,8 @@ HttpReply advise_reply(const ServedDirectory& served, std::string_view run_path,
   const QuietLog quiet(*profiler);
   const AdviceProto advice = profiler->advise(AdvisorOptions::all(), /*print=*/false);
   const StepStats stats = profiler->step_stats(step);
-  const CriticalPath path = critical_path(stats);
+  CriticalPath path = critical_path(stats);
+  if (const auto timing = profiler->step_timings().find(step)) path.hooks_ns = timing->hooks_ns;
   std::string what_if_json = "null";
   if (auto it = params.find("what_if"); it != params.end() && !it->second.empty()) {
     double speedup = 2.0;

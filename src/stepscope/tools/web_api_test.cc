@@ -42,6 +42,7 @@ class WebApiTest : public ::testing::Test {
       for (int step = 1; step <= 3; ++step) {
         float loss = 0;
         profiler.add_step(step * 10, mlp.step(&loss));
+        profiler.add_step_timing(step * 10, {.wall_ns = step * 1000000, .busy_ns = 500000, .input_ns = 250000}, 100000);
         writer.add_scalar("loss", loss, step * 10);
         writer.add_scalar("global_step/sec", 100.0f * step, step * 10);
       }
@@ -49,7 +50,9 @@ class WebApiTest : public ::testing::Test {
     }
     profiler.save(run / "profile");
     for (int step : {10, 30}) std::ofstream(run / ("timeline-" + std::to_string(step) + ".json")) << "{}";
-    SummaryWriter((run / "eval").string()).add_scalar("accuracy", 0.5f, 30);
+    SummaryWriter eval((run / "eval").string());
+    eval.add_scalar("accuracy", 0.5f, 30);
+    eval.add_scalar("step_time/wall_ms", 2.5f, 30);  // StepTimingHook's
   }
   static void TearDownTestSuite() { delete tmp_; }
   void SetUp() override { served_ = std::make_unique<ServedDirectory>(tmp_->path()); }
@@ -98,6 +101,16 @@ TEST_F(WebApiTest, ARunHasItsScalarsStepTimesTracesAndProfile) {
   EXPECT_EQ(run["profile"], "train/profile");
   EXPECT_TRUE(run["problems"].empty());
   EXPECT_EQ(get("/api/run/train/eval")["scalars"]["accuracy"]["data"][0][1], 0.5);
+  // Every run's step timing: from the profile (ProfilerHook's) where no StepTimingHook wrote any.
+  EXPECT_EQ(run["step_timing_source"], "profile");
+  const json wall = run["scalars"]["step_time/wall_ms"]["data"];
+  ASSERT_EQ(wall.size(), 3u) << run["scalars"];
+  EXPECT_EQ(wall[2][0], 30);
+  EXPECT_EQ(wall[2][1], 3.0);
+  EXPECT_EQ(run["scalars"]["step_time/input_ms"]["data"][0][1], 0.25);
+  EXPECT_EQ(run["scalars"]["step_time/ops_ms"]["data"][0][1], 0.5);
+  EXPECT_EQ(run["scalars"]["step_time/hooks_ms"]["data"][0][1], 0.1);
+  EXPECT_EQ(get("/api/run/train/eval")["step_timing_source"], "scalars");
   EXPECT_EQ(get("/api/run")["path"], ".");  // the served directory itself
 }
 

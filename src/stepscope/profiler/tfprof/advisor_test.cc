@@ -185,7 +185,7 @@ TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
   };
   Node* next = node("IteratorGetNext", "IteratorGetNext");
   Node* matmul = node("dense/MatMul", "MatMul");
-  auto advice_for = [&](int input_us, int compute_us) {
+  auto advice_for = [&](int input_us, int compute_us, std::vector<StepTimingRecord> timings = {}) {
     RunMetadata md;
     add_exec(md, *next, tfprof::testing::kCpu, {.start_us = 1000, .duration_us = input_us});  // 0: "no start time"
     add_exec(md, *matmul, tfprof::testing::kCpu, {.start_us = 1000 + input_us, .duration_us = compute_us});
@@ -193,6 +193,8 @@ TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
     std::ostringstream log;
     p.set_log(&log);
     p.add_step(1, md);
+    for (const StepTimingRecord& t : timings)
+      p.add_step_timing(t.step, {.wall_ns = t.wall_ns, .busy_ns = t.busy_ns, .input_ns = t.input_ns}, t.hooks_ns);
     const auto reports =
         p.advise({.checkers = {{"InputPipelineChecker", {}}}}, false).checkers.at("InputPipelineChecker").reports;
     return reports.empty() ? std::string() : reports[0];
@@ -205,6 +207,16 @@ TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
   EXPECT_NE(advice_for(10, 90).find("moderately input-bound (5% to 20%)"), std::string::npos);
   EXPECT_NE(advice_for(2, 98).find("not input-bound (under 5%)"), std::string::npos);
   EXPECT_EQ(advice_for(2, 98).find("Overlap input"), std::string::npos);
+  // With every run's step timing (ProfilerHook's), the verdict over all the runs follows, and
+  // decides the suggestion: the traced step may not be typical.
+  std::vector<StepTimingRecord> input_bound;
+  for (int64_t s = 1; s <= 4; ++s) input_bound.push_back({.step = s, .wall_ns = 1000000, .input_ns = 250000});
+  const std::string all = advice_for(2, 98, input_bound);
+  EXPECT_NE(all.find("not input-bound (under 5%).\nSlowest input stage: IteratorGetNext (0.002 ms per step).\n"
+                     "Over every run recorded (4 step timings): 25.0% of the step time waiting on input: highly "
+                     "input-bound (over 20%).\nOverlap input with compute"),
+            std::string::npos)
+      << all;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include "stepscope/graph/node.h"
 #include "stepscope/profiler/memory_kinds.h"
+#include "stepscope/profiler/tfprof/step_timings.h"
 
 namespace stepscope {
 
@@ -157,6 +158,7 @@ class ProfileModel {
   // was dropped counts as another step.
   size_t max_steps = 0;
   std::vector<DroppedTotals> dropped;    // indexed by node; empty until a step is dropped
+  StepTimings step_timings;              // every run's timing (Profiler::add_step_timing), traced or not
   bool miss_accelerator_stream = false;  // a step had GPU scheduling but no stream:all stats
   std::string stepscope_version;         // of the program that saved the profile ("" before 0.1)
   // Bumped when nodes are added (the views' structures are rebuilt) / when steps change.

@@ -158,6 +158,7 @@ Profiler::Profiler() : impl_(std::make_unique<Impl>()) {}
 Profiler::Profiler(const Graph& graph, ProfilerOptions options) : Profiler() {
   impl_->graph = &graph;
   impl_->model.max_steps = options.max_steps;
+  impl_->model.step_timings = StepTimings(options.max_step_timings);
   impl_->model.sync_graph(graph);
 }
 
@@ -180,6 +181,17 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   while (!m.step_chunks.empty() && !m.model.steps.count(m.step_chunks.begin()->first))
     m.step_chunks.erase(m.step_chunks.begin());
 }
+
+void Profiler::add_step_timing(int64_t step, const StepTiming& timing, int64_t hooks_ns) {
+  impl_->model.step_timings.add({.step = step,
+                                 .wall_ns = timing.wall_ns,
+                                 .busy_ns = timing.busy_ns,
+                                 .input_ns = timing.input_ns,
+                                 .idle_ns = timing.idle_ns,
+                                 .hooks_ns = hooks_ns});
+}
+
+const StepTimings& Profiler::step_timings() const { return impl_->model.step_timings; }
 
 std::optional<MemoryByKind> Profiler::memory_by_kind(int64_t step) const {
   auto it = impl_->model.steps.find(step);
@@ -256,6 +268,7 @@ void Profiler::Impl::serialize_into(std::string& bytes) const {
   bytes += model_chunk;
   bytes += state;
   for (const auto& [_, chunk] : step_chunks) bytes += chunk;
+  bytes += tfprof::encode_timings_chunk(model.step_timings);
   bytes += tfprof::encode_end_chunk(step_chunks.size());
 }
 

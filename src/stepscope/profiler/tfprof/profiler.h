@@ -59,6 +59,8 @@
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/options.h"
 #include "stepscope/profiler/tfprof/protos.h"
+#include "stepscope/profiler/tfprof/step_timings.h"
+#include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
 
@@ -90,6 +92,8 @@ struct ProfilerOptions {
   // are folded into per-node totals, so the averages (step -1) still cover every step added
   // while memory and the saved file stay bounded however long a run traces.
   size_t max_steps = 100;
+  // How many runs' step timings (add_step_timing) are kept; older ones are dropped (counted).
+  size_t max_step_timings = StepTimings::kDefaultCapacity;
 };
 
 class Profiler {
@@ -106,6 +110,11 @@ class Profiler {
   void add_step(int64_t step, const RunMetadata& run_metadata);
   // The steps kept, ascending.
   std::vector<int64_t> steps() const;
+  // Any run's timing, traced or not (RunMetadata::step_timing of a run with
+  // RunOptions::collect_step_timing, and the hooks' time around it: SessionRunValues::hooks_ns).
+  // Saved with the profile; ProfilerHook adds every run's.
+  void add_step_timing(int64_t step, const StepTiming& timing, int64_t hooks_ns = 0);
+  const StepTimings& step_timings() const;
 
   GraphProfile profile_name_scope(const ProfileOptions& options) const;
   GraphProfile profile_graph(const ProfileOptions& options) const;

@@ -303,12 +303,14 @@ async function runsPage() {
   });
 }
 
-// Step time: StepTimingHook's step_time/wall_ms (every step), StepCounterHook's global_step/sec
-// (every few steps) and the traced steps' wall time (the profile).
+// Step time: every step's step_time/wall_ms (StepTimingHook's scalars, else the profile's step
+// timings, ProfilerHook's), StepCounterHook's global_step/sec (every few steps) and the traced
+// steps' wall time (the profile).
 function stepTimeChart(run) {
   const series = [];
   const wall = run.scalars['step_time/wall_ms'];
-  if (wall) series.push({name: 'every step (StepTimingHook)', points: wall.data.map((p) => [p[0], p[1]])});
+  const source = run.step_timing_source === 'profile' ? 'profile' : 'StepTimingHook';
+  if (wall) series.push({name: `every step (${source})`, points: wall.data.map((p) => [p[0], p[1]])});
   const rate = run.scalars['global_step/sec'];
   if (rate) series.push({ name: 'ms/step (from global_step/sec)', points: rate.data.map((p) => [p[0], p[1] > 0 ? 1000 / p[1] : null]) });
   if (run.traced_step_ms.length) series.push({ name: 'traced step wall time (profile)', points: run.traced_step_ms, dots: true });

@@ -41,8 +41,9 @@ std::vector<std::string> CriticalPathChecker::check(const Profiler& profiler,
     return {};
   }
   const StepStats stats = profiler.step_stats(step);
-  const CriticalPath path = profiler.graph() ? critical_path(*profiler.graph(), stats) : critical_path(stats);
+  CriticalPath path = profiler.graph() ? critical_path(*profiler.graph(), stats) : critical_path(stats);
   if (path.empty()) return {};
+  if (const auto timing = profiler.step_timings().find(step)) path.hooks_ns = timing->hooks_ns;
   std::string text =
       "step " + std::to_string(step) + ": " +
       path.to_text({.max_rows = static_cast<size_t>(std::max<int64_t>(1, integer_option(options, "max_rows", 15)))});

@@ -78,9 +78,7 @@ std::vector<std::string> InputPipelineChecker::check(const Profiler& profiler,
             ": the data is fed (feed_dict), so its time is spent outside the steps."};
   }
   const double share = wall_ns > 0 ? input_ns / wall_ns : 0;
-  const char* verdict = share > 0.20    ? "highly input-bound (over 20%)"
-                        : share >= 0.05 ? "moderately input-bound (5% to 20%)"
-                                        : "not input-bound (under 5%)";
+  const char* verdict = input_bound_verdict(share);
   char percent[16];
   std::snprintf(percent, sizeof percent, "%.1f%%", 100 * share);
   auto slowest = std::max_element(by_stage.begin(), by_stage.end(),
@@ -88,7 +86,18 @@ std::vector<std::string> InputPipelineChecker::check(const Profiler& profiler,
   std::string report = "Input pipeline: " + std::string(percent) + " of the step time waiting on input over the " +
                        over + " (" + millis(input_ns / n) + " of " + millis(wall_ns / n) + " per step): " + verdict +
                        ".\nSlowest input stage: " + slowest->first + " (" + millis(slowest->second / n) + " per step).";
-  if (share >= 0.05)
+  // Every run's timing, when the profile has it (ProfilerHook records it): the traced steps
+  // may not be typical.
+  const StepTimings& timings = profiler.step_timings();
+  double typical_share = share;
+  if (!timings.empty()) {
+    const StepTimings::Summary all = timings.summarize();
+    std::snprintf(percent, sizeof percent, "%.1f%%", 100 * all.input_share);
+    report += "\nOver every run recorded (" + std::to_string(all.steps) + " step timings): " + percent +
+              " of the step time waiting on input: " + input_bound_verdict(all.input_share) + ".";
+    typical_share = all.input_share;
+  }
+  if (typical_share >= 0.05)
     report += "\nOverlap input with compute: Dataset::prefetch, a parallel map, cache() for data that fits in memory.";
   return {report};
 }

@@ -263,6 +263,23 @@ std::string encode_dropped_chunk(const ProfileModel& model) {
   return chunk('A', p);
 }
 
+std::string encode_timings_chunk(const StepTimings& timings) {
+  if (timings.empty()) return {};
+  std::string p;
+  p.reserve(timings.size() * 16 + 16);
+  Writer w(p);
+  w.varint(timings.size());
+  w.zz(timings.dropped());
+  int64_t previous = 0;
+  for (const StepTimingRecord& r : timings.records()) {
+    // Wrapping, not undefined, for steps far apart.
+    w.zz(static_cast<int64_t>(static_cast<uint64_t>(r.step) - static_cast<uint64_t>(previous)));
+    previous = r.step;
+    for (int64_t v : {r.wall_ns, r.busy_ns, r.input_ns, r.idle_ns, r.hooks_ns}) w.zz(v);
+  }
+  return chunk('T', p);
+}
+
 std::string encode_end_chunk(size_t num_steps) {
   std::string p;
   Writer(p).varint(num_steps);
@@ -278,7 +295,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
     file.fail("unsupported format version " + std::to_string(version));
 
   ProfileModel model;
-  bool have_model = false, have_state = false, ended = false;
+  bool have_model = false, have_state = false, have_timings = false, ended = false;
   size_t num_steps = 0;
   while (!file.done()) {
     if (ended) file.fail("data after the end chunk");
@@ -380,6 +397,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
       }
       case 'S': {
         if (!have_state) r.fail("step chunk before the state chunk");
+        if (have_timings) r.fail("step chunk after the step timings chunk");
         const int64_t step = r.zz();
         if (model.steps.count(step)) r.fail("step " + std::to_string(step) + " appears twice");
         StepData& data = model.steps[step];
@@ -445,6 +463,20 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           s.exec_micros = static_cast<int64_t>(static_cast<uint64_t>(s.accelerator_exec_micros) +
                                                static_cast<uint64_t>(s.cpu_exec_micros));
         }
+        break;
+      }
+      case 'T': {
+        if (!have_state || have_timings) r.fail("misplaced step timings chunk");
+        have_timings = true;
+        std::vector<StepTimingRecord> records(r.count(6));
+        const int64_t dropped = r.zz();
+        if (dropped < 0) r.fail("negative count of dropped step timings");
+        int64_t previous = 0;
+        for (StepTimingRecord& t : records) {
+          t.step = previous = r.zz_plus(previous, "step");
+          for (int64_t* v : {&t.wall_ns, &t.busy_ns, &t.input_ns, &t.idle_ns, &t.hooks_ns}) *v = r.zz();
+        }
+        model.step_timings.assign(std::move(records), dropped);
         break;
       }
       case 'E':

@@ -36,6 +36,10 @@
 //   B (optional, right after a step's 'S'; steps added without their graph have none): zz step,
 //      zz peak_bytes, zz persistent_bytes, zz transient_peak_bytes, zz peak_time_ns, varint
 //      number of kinds (5), zz bytes of each MemoryKind (memory_kinds.h).
+//   T (optional, after the S chunks; only when step timings were added): varint num_records,
+//      zz dropped (older records the ring let go); per record: zz step - previous step (the
+//      first: - 0), zz wall_ns, zz busy_ns, zz input_ns, zz idle_ns, zz hooks_ns
+//      (StepTimingRecord).
 //   E: varint num_steps.
 // A step's chunk never changes once written, so a Profiler encodes each step once and saving
 // is writing the chunks out.
@@ -62,6 +66,8 @@ std::string encode_state_chunk(const ProfileModel& model);
 std::string encode_step_chunk(int64_t step, const StepData& data);
 // The 'A' chunk; empty when the model dropped no step.
 std::string encode_dropped_chunk(const ProfileModel& model);
+// The 'T' chunk; empty when there are no step timings.
+std::string encode_timings_chunk(const StepTimings& timings);
 std::string encode_end_chunk(size_t num_steps);
 
 // Parses a whole file; DataLossError "corrupt profile file '<path>': <what>" on anything

@@ -158,5 +158,45 @@ TEST(ProfileIo, TimesThatOverflowAreCorrupt) {
   }
 }
 
+TEST(ProfileIo, StepTimingsRoundTripAndAreChecked) {
+  ProfileModel model = one_node_model();
+  model.step_timings.add({.step = 5, .wall_ns = 1000, .busy_ns = 900, .input_ns = 100, .idle_ns = 50, .hooks_ns = 7});
+  model.step_timings.add({.step = 3, .wall_ns = 2000, .busy_ns = 1900, .input_ns = 0, .idle_ns = 0, .hooks_ns = 0});
+  const std::string head = encode_header() + encode_model_chunk(model) + encode_state_chunk(model);
+  const std::string timings = encode_timings_chunk(model.step_timings);
+  const ProfileModel back = decode_profile(head + timings + encode_end_chunk(0), "x");
+  EXPECT_EQ(back.step_timings.records(), model.step_timings.records());
+  EXPECT_EQ(back.step_timings.dropped(), 0);
+  EXPECT_EQ(encode_timings_chunk(StepTimings()), "");  // none: no chunk
+
+  EXPECT_NE(decode_error(encode_header() + encode_model_chunk(model) + timings + encode_state_chunk(model) +
+                         encode_end_chunk(0))
+                .find("misplaced step timings chunk"),
+            std::string::npos);
+  EXPECT_NE(decode_error(head + timings + timings + encode_end_chunk(0)).find("misplaced step timings chunk"),
+            std::string::npos);
+  StepData step;
+  EXPECT_NE(decode_error(head + timings + encode_step_chunk(1, step) + encode_end_chunk(1))
+                .find("step chunk after the step timings chunk"),
+            std::string::npos);
+  std::string huge;
+  varint(huge, 1000000);  // records the chunk cannot hold
+  zz(huge, 0);
+  EXPECT_NE(decode_error(head + chunk('T', huge) + encode_end_chunk(0)).find("exceeds the data"), std::string::npos);
+  std::string negative;
+  varint(negative, 0);
+  zz(negative, -1);
+  EXPECT_NE(decode_error(head + chunk('T', negative) + encode_end_chunk(0)).find("negative count"), std::string::npos);
+  std::string overflow;  // a step delta past int64
+  varint(overflow, 2);
+  zz(overflow, 0);
+  zz(overflow, INT64_MAX);
+  for (int i = 0; i < 5; ++i) zz(overflow, 0);
+  zz(overflow, 1);
+  for (int i = 0; i < 5; ++i) zz(overflow, 0);
+  EXPECT_NE(decode_error(head + chunk('T', overflow) + encode_end_chunk(0)).find("step out of range"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace stepscope::tfprof
