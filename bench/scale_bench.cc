@@ -5,7 +5,8 @@
 //                     ns an op over the untraced run (target ≤ +100 ns whatever the history)
 //   traced reused     traced into the same RunMetadata every step
 //   timeline          the Chrome trace with dataflow and memory: ms, MB, ns an event (≤ 300 ns)
-//   add_step          a new Profiler's add_step of that step: µs a node (≤ 1 µs)
+//   add_step          a new Profiler (its model of the graph) and add_step of that step: µs a
+//                     node (≤ 1 µs)
 //   scope/op/graph/code views   each view's first query (time_and_memory, no output; the view's
 //                     structure built then): µs a node (≤ 1 µs)
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
@@ -91,7 +92,8 @@ Row measure(int64_t n) {
   }
   RunMetadata metadata;
   session.run(feeds, {y}, {}, traced, &metadata);
-  if (runs("reused")) row.reused_s = median_seconds(reps_for("reused", reps), [&] { session.run(feeds, {y}, {}, traced, &metadata); });
+  if (runs("reused"))
+    row.reused_s = median_seconds(reps_for("reused", reps), [&] { session.run(feeds, {y}, {}, traced, &metadata); });
   if (runs("fresh") && (reps > 1 || !only_phase.empty())) {  // a median too, where there is time for it
     row.fresh2_s = median_seconds(reps_for("fresh", reps), [&] {
       RunMetadata fresh;
@@ -101,22 +103,25 @@ Row measure(int64_t n) {
 
   const Timeline timeline(metadata.step_stats, &g);
   std::string json;
-  if (runs("timeline")) row.timeline_s = median_seconds(reps_for("timeline", reps), [&] {
-    json.clear();
-    timeline.write_chrome_trace(json, {.show_dataflow = true, .show_memory = true});
-  });
+  if (runs("timeline"))
+    row.timeline_s = median_seconds(reps_for("timeline", reps), [&] {
+      json.clear();
+      timeline.write_chrome_trace(json, {.show_dataflow = true, .show_memory = true});
+    });
   row.timeline_mb = static_cast<double>(json.size()) / 1e6;
   row.events = count_events(json);
 
   std::ostringstream quiet;
-  if (runs("add_step")) row.add_step_s = median_seconds(reps_for("add_step", reps), [&] {
-    Profiler profiler(g);
-    profiler.set_log(&quiet);
-    profiler.add_step(1, metadata);
-  });
+  if (runs("add_step"))
+    row.add_step_s = median_seconds(reps_for("add_step", reps), [&] {
+      Profiler profiler(g);
+      profiler.set_log(&quiet);
+      profiler.add_step(1, metadata);
+    });
   // Each view as a user's first query sees it: on a fresh Profiler, so the view's structure
   // (built once per graph) is in the figure.
-  const ProfileOptions options = ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory()).with_empty_output().build();
+  const ProfileOptions options =
+      ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory()).with_empty_output().build();
   const auto first_query = [&](const char* phase, const std::function<void(const Profiler&)>& view) {
     if (!runs(phase)) return 0.0;
     std::vector<double> times;
@@ -141,21 +146,23 @@ void print(const Row& r, bool markdown) {
   const auto per_node_us = [&](double s) { return s * 1e6 / n; };
   const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
   if (markdown) {
-    std::printf("| %lld | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.1f ms, %.1f MB, %.0f ns/event | "
-                "%.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
-                static_cast<long long>(r.nodes), r.untraced_s * 1e3, r.untraced_s * 1e9 / n, extra_ns(r.fresh1_s),
-                extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
-                r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
-                per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
+    std::printf(
+        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.1f ms, %.1f MB, %.0f ns/event | "
+        "%.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
+        static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
+        r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s), per_node_us(r.scope_s),
+        per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
   } else {
-    std::printf("nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, fresh 2nd %.0f, "
-                "reused %.0f\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step %.2f µs/node\n"
-                "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
-                static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
-                extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
-                static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
-                per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
-                per_node_us(r.code_s));
+    std::printf(
+        "nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, "
+        "fresh 2nd %.0f, "
+        "reused %.0f\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step %.2f µs/node\n"
+        "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
+        static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
+        static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
+        per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
   }
   std::fflush(stdout);
 }
@@ -192,8 +199,10 @@ int main(int argc, char** argv) {
   if (sizes.empty())
     for (int64_t n = 1000; n <= max_nodes; n *= 10) sizes.push_back(n);
   if (markdown) {
-    std::printf("| nodes | untraced run | traced extra: fresh 1st / fresh 2nd / reused | timeline (dataflow + memory) | "
-                "add_step | views: scope / op / graph / code |\n|---|---|---|---|---|---|\n");
+    std::printf(
+        "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused | "
+        "timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
+        "|\n|---|---|---|---|---|---|---|\n");
   }
   for (int64_t n : sizes) {
     if (n < 1) {

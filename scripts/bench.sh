@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSTEPSCOPE_BENCHMARKS=ON >/dev/null
-cmake --build build -j"${JOBS:-2}" --target runtime_bench matmul_bench train_bench hooks_bench timeline_bench tfprof_bench >/dev/null
+cmake --build build -j"${JOBS:-2}" --target runtime_bench matmul_bench train_bench hooks_bench timeline_bench tfprof_bench scale_bench >/dev/null
 
 fmt='--benchmark_format=console --benchmark_counters_tabular=true'
 echo "== op dispatch and MLP forward (bench/runtime_bench.cc)"
@@ -25,6 +25,8 @@ echo "== timelines: StepStats to Chrome trace JSON (bench/timeline_bench.cc)"
 ./build/timeline_bench $fmt
 echo "== tfprof: add_step, views, save/load (bench/tfprof_bench.cc)"
 ./build/tfprof_bench $fmt
+echo "== the profiler's cost on chains of 10^3 to 10^6 tiny ops (bench/scale_bench.cc; ~5 minutes, ~6 GB at 10^6)"
+./build/scale_bench --markdown
 
 # The model suite: MLP, LeNet, deeper CNN, each in stepscope and in PyTorch (see
 # scripts/bench_models.sh; with --no-pytorch the stepscope side only).
