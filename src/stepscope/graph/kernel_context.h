@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "stepscope/base/error.h"
@@ -14,6 +15,22 @@
 #include "stepscope/graph/resource_store.h"
 
 namespace stepscope {
+
+// The time of one stage inside a kernel: an input pipeline's stage ("Iterator::batch::csv")
+// inside IteratorGetNext, its own time (without the stages it pulls from) and its calls.
+struct KernelStageTime {
+  std::string stage;
+  int64_t self_ns = 0;
+  int64_t calls = 0;
+};
+
+// Where a kernel of a traced run reports what it measured inside itself (the executor's, one a
+// step; thread-safe). Null in a KernelContext of a run that is not traced.
+class KernelTraceSink {
+ public:
+  virtual ~KernelTraceSink() = default;
+  virtual void add_stages(const Node& node, std::span<const KernelStageTime> stages) = 0;
+};
 
 class KernelContext {
  public:
@@ -46,6 +63,9 @@ class KernelContext {
   Allocator* allocator() const { return allocator_; }
   ResourceStore& resources() const { return *resources_; }
   int64_t step_id() const { return step_id_; }
+  // Non-null only while the run is traced.
+  KernelTraceSink* trace_sink() const { return trace_sink_; }
+  void set_trace_sink(KernelTraceSink* sink) { trace_sink_ = sink; }
 
   // Splits [0, n) over the intra-op pool when n * cost_per_item is worth it, otherwise runs
   // fn(0, n) here. cost_per_item is roughly in nanoseconds.
@@ -71,6 +91,7 @@ class KernelContext {
   ThreadPool* pool_;
   ResourceStore* resources_;
   int64_t step_id_;
+  KernelTraceSink* trace_sink_ = nullptr;
 };
 
 // "[Op] node/name: message" — the prefix every node error carries.

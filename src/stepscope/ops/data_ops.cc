@@ -1,11 +1,49 @@
 #include "stepscope/ops/data_ops.h"
 
+#include <algorithm>
 #include <mutex>
 
+#include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
+
+// The stages timed on this thread while a traced IteratorGetNext pulls an element.
+struct InputStageCollection {
+  struct Frame {
+    std::string_view stage;
+    int64_t child_ns = 0;  // in the stages it pulled from
+  };
+  std::vector<Frame> frames;  // the stages in progress, outermost first
+  std::vector<KernelStageTime> stages;
+};
+
+namespace {
+thread_local InputStageCollection* t_collection = nullptr;
+}  // namespace
+
+InputStageTimer::InputStageTimer(std::string_view stage) : collection_(t_collection) {
+  if (!collection_) return;
+  collection_->frames.push_back({stage, 0});
+  start_ns_ = now_ns();
+}
+
+InputStageTimer::~InputStageTimer() {
+  if (!collection_) return;
+  const int64_t elapsed = now_ns() - start_ns_;
+  std::vector<InputStageCollection::Frame>& frames = collection_->frames;
+  std::string path = "Iterator";
+  for (const InputStageCollection::Frame& f : frames) path.append("::").append(f.stage);
+  const int64_t self_ns = elapsed - frames.back().child_ns;
+  frames.pop_back();
+  if (!frames.empty()) frames.back().child_ns += elapsed;
+  auto it = std::find_if(collection_->stages.begin(), collection_->stages.end(),
+                         [&](const KernelStageTime& t) { return t.stage == path; });
+  if (it == collection_->stages.end()) it = collection_->stages.insert(it, KernelStageTime{std::move(path), 0, 0});
+  it->self_ns += self_ns;
+  it->calls += 1;
+}
 
 int64_t DatasetIterator::skip(int64_t n) {
   std::vector<Tensor> scratch;
@@ -67,11 +105,34 @@ auto with_node_errors(const KernelContext& c, F&& f) {
   }
 }
 
+// In a traced run, the stages the pipeline times on this thread are collected while the kernel
+// runs, and reported to the step when it ends (an error included).
+class StageCollection {
+ public:
+  explicit StageCollection(KernelContext& c) : sink_(c.trace_sink()), node_(c.node()) {
+    if (!sink_) return;
+    previous_ = t_collection;
+    t_collection = &collection_;
+  }
+  ~StageCollection() {
+    if (!sink_) return;
+    t_collection = previous_;
+    if (!collection_.stages.empty()) sink_->add_stages(node_, collection_.stages);
+  }
+
+ private:
+  KernelTraceSink* sink_;
+  const Node& node_;
+  InputStageCollection collection_;
+  InputStageCollection* previous_ = nullptr;
+};
+
 void get_next_kernel(KernelContext& c) {
   const auto* dataset = static_cast<const DatasetSource*>(
       c.attrs().get<std::shared_ptr<const AttrObject>>("dataset").get());  // checked by the shape rule
   IteratorResource& r = iterator_resource(c, c.node());
   std::lock_guard<std::mutex> lock(r.mutex);
+  const StageCollection stages(c);
   if (!r.iterator && !r.exhausted) r.iterator = with_node_errors(c, [&] { return dataset->make_iterator(); });
   if (r.exhausted) c.fail(ErrorCode::kOutOfRange, "End of sequence");
   if (!with_node_errors(c, [&] { return r.iterator->get_next(r.element); })) {

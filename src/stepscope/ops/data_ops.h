@@ -10,7 +10,9 @@
 // (TensorFlow's text) until MakeIterator restarts it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "stepscope/core/tensor.h"
@@ -29,6 +31,24 @@ class DatasetIterator {
   // Drops up to n elements (all of them when n < 0) and returns how many were dropped. The
   // default pulls them through get_next; sources that can jump (in-memory tables) override it.
   virtual int64_t skip(int64_t n);
+};
+
+// Times one stage of a pipeline (one call of its get_next, next_row or skip) while the
+// IteratorGetNext kernel of a traced run pulls an element: the stage's own time, without the
+// stages it pulls from, goes to RunMetadata::input_stages under its path
+// ("Iterator::repeat::batch::csv"). Otherwise it reads a thread-local pointer and nothing else.
+// `stage` must outlive the timer (a dataset's own name).
+struct InputStageCollection;
+class InputStageTimer {
+ public:
+  explicit InputStageTimer(std::string_view stage);
+  ~InputStageTimer();
+  InputStageTimer(const InputStageTimer&) = delete;
+  InputStageTimer& operator=(const InputStageTimer&) = delete;
+
+ private:
+  InputStageCollection* collection_;
+  int64_t start_ns_ = 0;
 };
 
 // An immutable description of a pipeline: what it yields and how to start a pass over it.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <tuple>
 
 #include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
@@ -38,6 +39,21 @@ struct Executor::RunState {
   int64_t deadline_ns = 0;
   // Tracing (null unless traced).
   bool trace = false;
+  // What kernels measured inside themselves (input pipeline stages), for RunMetadata.
+  struct StageSink : KernelTraceSink {
+    std::mutex mutex;
+    std::vector<InputStage> stages;
+    void add_stages(const Node& node, std::span<const KernelStageTime> times) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const KernelStageTime& t : times) {
+        auto it = std::find_if(stages.begin(), stages.end(),
+                               [&](const InputStage& s) { return s.node == node.name() && s.stage == t.stage; });
+        if (it == stages.end()) it = stages.insert(stages.end(), InputStage{node.name(), t.stage, 0, 0});
+        it->self_ns += t.self_ns;
+        it->calls += t.calls;
+      }
+    }
+  } stage_sink;
   int64_t start_ticks = 0;
   NodeRecord* records = nullptr;
   NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
@@ -186,6 +202,7 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
   Tensor* outputs = &s->slots[item.output_base];
   Allocator* allocator = cpu_allocator();
   KernelContext ctx(*item.node, inputs, outputs, allocator, intra_op_pool_, &resources_, s->step_id);
+  if (s->trace) ctx.set_trace_sink(&s->stage_sink);
 
   // Traced: one clock reading right before the kernel (all_start = op_start); what the kernel
   // allocates and frees is stamped with it.
@@ -446,6 +463,10 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   }
 
   if (s.trace) {
+    std::sort(s.stage_sink.stages.begin(), s.stage_sink.stages.end(), [](const InputStage& a, const InputStage& b) {
+      return std::tie(a.node, a.stage) < std::tie(b.node, b.stage);
+    });
+    metadata->input_stages = std::move(s.stage_sink.stages);
     s.recorder->close();
     const StepClock::Point end = StepClock::Point::now();
     if (trace_devices) stop_device_tracers();

@@ -53,14 +53,27 @@ struct StepTiming {
   int64_t idle_ns = 0;   // time no thread ran a node while the step was unfinished (dispatch, wake-ups)
 };
 
+// Beyond TensorFlow's RunMetadata: in a traced run, the time of each stage of an input pipeline
+// (Dataset's csv, shuffle, batch, map, ...) inside each IteratorGetNext that ran, as tf.data's
+// "Iterator::Batch::Shuffle::..." names them; self_ns excludes the stages it pulled from.
+struct InputStage {
+  std::string node;   // the IteratorGetNext node
+  std::string stage;  // "Iterator::repeat::batch::shuffle::csv": the pipeline's outermost first
+  int64_t self_ns = 0;
+  int64_t calls = 0;
+  bool operator==(const InputStage&) const = default;
+};
+
 struct RunMetadata {
   StepStats step_stats;  // filled when trace_level > NO_TRACE
   StepTiming step_timing;
   std::vector<PartitionGraph> partition_graphs;
+  std::vector<InputStage> input_stages;  // traced runs: by node, then stage
   void clear() {
     step_stats = {};
     step_timing = {};
     partition_graphs.clear();
+    input_stages.clear();
   }
 };
 

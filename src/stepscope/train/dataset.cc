@@ -106,8 +106,9 @@ class DatasetImpl : public DatasetSource, public std::enable_shared_from_this<Da
   std::unique_ptr<DatasetIterator> make_iterator() const override {
     return make_iterator(std::make_shared<PassContext>());
   }
-  // Iterators keep their dataset (and so everything upstream, tables included) alive.
-  virtual std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const = 0;
+  // Iterators keep their dataset (and so everything upstream, tables included) alive. Each
+  // stage's iterator is wrapped so that traced runs time it (InputStageTimer).
+  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const;
 
   const std::vector<DType>& output_dtypes() const override { return spec_.dtypes; }
   const std::vector<Shape>& output_shapes() const override { return spec_.shapes; }
@@ -116,8 +117,12 @@ class DatasetImpl : public DatasetSource, public std::enable_shared_from_this<Da
   int64_t cardinality() const { return cardinality_; }
   bool same_order() const { return same_order_; }
   bool row_access() const { return row_access_; }
+  // The stage's name in RunMetadata::input_stages: the method that made it ("batch", "csv").
+  const std::string& stage() const { return stage_; }
 
  protected:
+  virtual std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const = 0;
+
   template <typename Self>
   std::shared_ptr<const Self> self() const {
     return std::static_pointer_cast<const Self>(shared_from_this());
@@ -129,7 +134,48 @@ class DatasetImpl : public DatasetSource, public std::enable_shared_from_this<Da
   std::string description_;
   bool same_order_;
   bool row_access_;
+  std::string stage_ = stage_name(description_);
+
+  // The last call of a description: "csv(x.csv).batch(64)" -> "batch", "range(0, 5)" -> "range".
+  static std::string stage_name(const std::string& description) {
+    size_t begin = 0;
+    int depth = 0;
+    for (size_t i = 0; i < description.size(); ++i) {
+      if (description[i] == '(') ++depth;
+      if (description[i] == ')') --depth;
+      if (depth == 0 && description[i] == '.' && i > 0 && description[i - 1] == ')') begin = i + 1;
+    }
+    const size_t open = description.find('(', begin);
+    return description.substr(begin, open == std::string::npos ? std::string::npos : open - begin);
+  }
 };
+
+// A stage's iterator, timed while a traced run pulls an element (see InputStageTimer).
+class TimedStage : public ElementIterator {
+ public:
+  TimedStage(const std::string& stage, std::unique_ptr<ElementIterator> inner)
+      : ElementIterator(inner->row_access()), stage_(stage), inner_(std::move(inner)) {}
+  bool get_next(std::vector<Tensor>& out) override {
+    const InputStageTimer timer(stage_);
+    return inner_->get_next(out);
+  }
+  bool next_row(RowRef& out) override {
+    const InputStageTimer timer(stage_);
+    return inner_->next_row(out);
+  }
+  int64_t skip(int64_t n) override {
+    const InputStageTimer timer(stage_);
+    return inner_->skip(n);
+  }
+
+ private:
+  std::string stage_;
+  std::unique_ptr<ElementIterator> inner_;
+};
+
+inline std::unique_ptr<ElementIterator> DatasetImpl::make_iterator(const Context& ctx) const {
+  return std::make_unique<TimedStage>(stage_, make_stage_iterator(ctx));
+}
 
 using ImplPtr = std::shared_ptr<const DatasetImpl>;
 
@@ -197,7 +243,7 @@ class SlicesDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context&) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context&) const override {
     auto it = std::make_unique<It>();
     it->d = self<SlicesDataset>();
     return it;
@@ -235,7 +281,7 @@ class RangeDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context&) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context&) const override {
     auto it = std::make_unique<It>();
     it->next = start_, it->step = step_, it->left = cardinality();
     return it;
@@ -309,7 +355,7 @@ class ShuffleDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     // The n-th pass of this shuffle within one pass of the whole pipeline gets its own order.
     const uint64_t pass = reshuffle_ ? ctx->shuffles[this]++ : 0;
     const uint64_t seed = seed_ ? *seed_ : ctx->random_base ^ reinterpret_cast<uintptr_t>(this);
@@ -408,7 +454,7 @@ class BatchDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>();
     it->d = self<BatchDataset>();
     it->input = input_->make_iterator(ctx);
@@ -469,7 +515,7 @@ class RepeatDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>(row_access());
     it->d = self<RepeatDataset>();
     it->ctx = ctx;
@@ -514,7 +560,7 @@ class MapDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>();
     it->d = self<MapDataset>();
     it->input = input_->make_iterator(ctx);
@@ -569,7 +615,7 @@ class TakeDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>(row_access());
     it->d = self<TakeDataset>();
     it->input = input_->make_iterator(ctx);
@@ -614,7 +660,7 @@ class SkipDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>(row_access());
     it->d = self<SkipDataset>();
     it->input = input_->make_iterator(ctx);

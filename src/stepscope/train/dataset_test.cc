@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -19,9 +20,9 @@
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/data_ops.h"
 #include "stepscope/runtime/session.h"
-#include "stepscope/train/csv.h"
 #include "stepscope/testing/error_text.h"
 #include "stepscope/testing/temp_dir.h"
+#include "stepscope/train/csv.h"
 
 namespace stepscope {
 namespace {
@@ -691,6 +692,63 @@ TEST(DatasetIterator, UnpackingNeedsTwoComponents) {
             "cannot unpack 1 dataset components into 2 names; index the element instead");
   std::vector<Output> fetches = it.get_next();
   EXPECT_EQ(fetches.size(), 1u);
+}
+
+// Traced runs time each stage of the pipeline inside IteratorGetNext, by its path as tf.data
+// names them, its own time without the stages it pulls from; untraced runs time nothing.
+TEST(DatasetStages, TracedRunsTimeEachStage) {
+  std::vector<float> values(40);
+  std::iota(values.begin(), values.end(), 0.0f);
+  const Dataset data = Dataset::from_tensor_slices({Tensor::from_vector<float>(values)})
+                           .map([](std::vector<Tensor> e) {
+                             std::this_thread::sleep_for(std::chrono::microseconds(200));  // the slow stage
+                             return e;
+                           })
+                           .shuffle(8, 1)
+                           .batch(4)
+                           .repeat();
+  Graph g;
+  Scope root(g);
+  Iterator it = data.make_iterator(root);
+  Output batch = it.get_next()[0];
+  Session session(g);
+  RunMetadata untraced;
+  session.run({}, {batch}, {}, RunOptions{}, &untraced);
+  EXPECT_TRUE(untraced.input_stages.empty());
+
+  RunOptions options;
+  options.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  session.run({}, {batch}, {}, options, &md);
+  std::map<std::string, InputStage> by_stage;
+  for (const InputStage& s : md.input_stages) {
+    EXPECT_EQ(s.node, batch.node->name());
+    EXPECT_GE(s.self_ns, 0) << s.stage;
+    by_stage[s.stage] = s;
+  }
+  ASSERT_EQ(by_stage.size(), 5u) << md.input_stages.size();
+  const std::string top = "Iterator::repeat";
+  EXPECT_EQ(by_stage.at(top).calls, 1);
+  EXPECT_EQ(by_stage.at(top + "::batch").calls, 1);
+  EXPECT_EQ(by_stage.at(top + "::batch::shuffle").calls, 4);  // one element each
+  const InputStage& map = by_stage.at(top + "::batch::shuffle::map");
+  EXPECT_GE(map.calls, 4);  // the shuffle buffer fills first
+  EXPECT_GE(by_stage.at(top + "::batch::shuffle::map::from_tensor_slices").calls, map.calls);
+  for (const auto& [name, s] : by_stage)
+    if (name != top + "::batch::shuffle::map") EXPECT_LT(s.self_ns, map.self_ns) << name;  // the sleep is map's own
+  EXPECT_GE(map.self_ns, map.calls * 200000);
+  // The stages' own times add up to no more than the node's time in the step.
+  int64_t stages_ns = 0;
+  for (const InputStage& s : md.input_stages) stages_ns += s.self_ns;
+  int64_t node_ns = 0;
+  for (const auto& dev : md.step_stats.dev_stats)
+    for (const auto& ns : dev.node_stats)
+      if (ns.node_name == batch.node->name()) node_ns = ns.all_end_rel_ns;
+  EXPECT_LE(stages_ns, node_ns);
+  EXPECT_GT(stages_ns, node_ns / 2);
+  // A reused RunMetadata gets the new run's stages only.
+  session.run({}, {batch}, {}, options, &md);
+  EXPECT_EQ(md.input_stages.size(), 5u);
 }
 
 }  // namespace

@@ -185,8 +185,10 @@ TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
   };
   Node* next = node("IteratorGetNext", "IteratorGetNext");
   Node* matmul = node("dense/MatMul", "MatMul");
-  auto advice_for = [&](int input_us, int compute_us, std::vector<StepTimingRecord> timings = {}) {
+  auto advice_for = [&](int input_us, int compute_us, std::vector<StepTimingRecord> timings = {},
+                        std::vector<InputStage> stages = {}) {
     RunMetadata md;
+    md.input_stages = std::move(stages);
     add_exec(md, *next, tfprof::testing::kCpu, {.start_us = 1000, .duration_us = input_us});  // 0: "no start time"
     add_exec(md, *matmul, tfprof::testing::kCpu, {.start_us = 1000 + input_us, .duration_us = compute_us});
     Profiler p(g);
@@ -202,17 +204,26 @@ TEST(Advisor, InputPipelineCheckerFindsAnInputBoundStep) {
   EXPECT_EQ(advice_for(30, 70),
             "Input pipeline: 30.0% of the step time waiting on input over the 1 step (0.030 ms of 0.100 ms per step): "
             "highly input-bound (over 20%).\n"
-            "Slowest input stage: IteratorGetNext (0.030 ms per step).\n"
+            "Slowest input op: IteratorGetNext (0.030 ms per step).\n"
             "Overlap input with compute: Dataset::prefetch, a parallel map, cache() for data that fits in memory.");
   EXPECT_NE(advice_for(10, 90).find("moderately input-bound (5% to 20%)"), std::string::npos);
   EXPECT_NE(advice_for(2, 98).find("not input-bound (under 5%)"), std::string::npos);
   EXPECT_EQ(advice_for(2, 98).find("Overlap input"), std::string::npos);
   // With every run's step timing (ProfilerHook's), the verdict over all the runs follows, and
   // decides the suggestion: the traced step may not be typical.
+  // The pipeline's own stages (traced runs time them), slowest first.
+  const std::string staged = advice_for(
+      30, 70, {},
+      {{"IteratorGetNext", "Iterator::batch", 4000, 1}, {"IteratorGetNext", "Iterator::batch::csv", 25000, 64}});
+  EXPECT_NE(
+      staged.find("\nSlowest input stages (their own time per step): IteratorGetNext: Iterator::batch::csv 0.025 ms; "
+                  "IteratorGetNext: Iterator::batch 0.004 ms.\n"),
+      std::string::npos)
+      << staged;
   std::vector<StepTimingRecord> input_bound;
   for (int64_t s = 1; s <= 4; ++s) input_bound.push_back({.step = s, .wall_ns = 1000000, .input_ns = 250000});
   const std::string all = advice_for(2, 98, input_bound);
-  EXPECT_NE(all.find("not input-bound (under 5%).\nSlowest input stage: IteratorGetNext (0.002 ms per step).\n"
+  EXPECT_NE(all.find("not input-bound (under 5%).\nSlowest input op: IteratorGetNext (0.002 ms per step).\n"
                      "Over every run recorded (4 step timings): 25.0% of the step time waiting on input: highly "
                      "input-bound (over 20%).\nOverlap input with compute"),
             std::string::npos)

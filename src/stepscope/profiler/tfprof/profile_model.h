@@ -25,6 +25,7 @@
 #include "stepscope/graph/node.h"
 #include "stepscope/profiler/memory_kinds.h"
 #include "stepscope/profiler/tfprof/step_timings.h"
+#include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
 
@@ -105,6 +106,8 @@ struct StepData {
   std::vector<ExecRecord> execs;
   // The step's peak memory by kind (memory_kinds.h), when it was added with its graph.
   std::optional<MemoryByKind> memory;
+  // The input pipelines' stages timed in the step (RunMetadata::input_stages), by node, stage.
+  std::vector<InputStage> input_stages;
 };
 
 // What a view reads of one node for the chosen step (or the average over steps).

@@ -9,6 +9,7 @@
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/critical_path.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/runtime/step_stats.h"
 
@@ -56,7 +57,11 @@ std::vector<std::string> InputPipelineChecker::check(const Profiler& profiler,
     steps = {step};
   }
   double wall_ns = 0, input_ns = 0;
-  std::map<std::string, double> by_stage;  // input op name -> its time over the steps
+  std::map<std::string, double> by_stage;     // input op name -> its time over the steps
+  std::map<std::string, double> stage_times;  // "node: Iterator::...::stage" -> its own time
+  for (int64_t step : steps)
+    for (const InputStage& s : profiler.model().steps.at(step).input_stages)
+      stage_times[s.node + ": " + s.stage] += static_cast<double>(s.self_ns);
   for (int64_t step : steps) {
     const StepStats stats = profiler.step_stats(step);
     int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
@@ -85,7 +90,16 @@ std::vector<std::string> InputPipelineChecker::check(const Profiler& profiler,
                                   [](const auto& a, const auto& b) { return a.second < b.second; });
   std::string report = "Input pipeline: " + std::string(percent) + " of the step time waiting on input over the " +
                        over + " (" + millis(input_ns / n) + " of " + millis(wall_ns / n) + " per step): " + verdict +
-                       ".\nSlowest input stage: " + slowest->first + " (" + millis(slowest->second / n) + " per step).";
+                       ".\nSlowest input op: " + slowest->first + " (" + millis(slowest->second / n) + " per step).";
+  // The pipeline's own stages (traced runs time them), slowest first.
+  if (!stage_times.empty()) {
+    std::vector<std::pair<std::string, double>> ranked(stage_times.begin(), stage_times.end());
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    report += "\nSlowest input stages (their own time per step):";
+    for (size_t i = 0; i < ranked.size() && i < 5; ++i)
+      report += std::string(i ? ";" : "") + " " + ranked[i].first + " " + millis(ranked[i].second / n);
+    report += ".";
+  }
   // Every run's timing, when the profile has it (ProfilerHook records it): the traced steps
   // may not be typical.
   const StepTimings& timings = profiler.step_timings();

@@ -243,6 +243,20 @@ std::string encode_step_chunk(int64_t step, const StepData& data) {
     for (int64_t bytes : data.memory->bytes) wb.zz(bytes);
     out += chunk('B', b);
   }
+  if (!data.input_stages.empty()) {
+    // 'I': the input pipelines' stages, after the step's 'S' (and 'B').
+    std::string p2;
+    Writer wi(p2);
+    wi.zz(step);
+    wi.varint(data.input_stages.size());
+    for (const InputStage& s : data.input_stages) {
+      wi.str(s.node);
+      wi.str(s.stage);
+      wi.zz(s.self_ns);
+      wi.zz(s.calls);
+    }
+    out += chunk('I', p2);
+  }
   return out;
 }
 
@@ -446,6 +460,21 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
         if (r.varint() != kNumMemoryKinds) r.fail("memory chunk with a different number of kinds");
         for (int64_t& bytes : m.bytes) bytes = r.zz();
         it->second.memory = m;
+        break;
+      }
+      case 'I': {
+        const int64_t step = r.zz();
+        auto it = model.steps.find(step);
+        if (it == model.steps.end() || !it->second.input_stages.empty() || have_timings)
+          r.fail("input stages chunk of step " + std::to_string(step) + " without its step chunk");
+        std::vector<InputStage> stages(r.count(4));
+        for (InputStage& s : stages) {
+          s.node = r.str();
+          s.stage = r.str();
+          s.self_ns = r.zz();
+          s.calls = r.zz();
+        }
+        it->second.input_stages = std::move(stages);
         break;
       }
       case 'A': {

@@ -36,6 +36,9 @@
 //   B (optional, right after a step's 'S'; steps added without their graph have none): zz step,
 //      zz peak_bytes, zz persistent_bytes, zz transient_peak_bytes, zz peak_time_ns, varint
 //      number of kinds (5), zz bytes of each MemoryKind (memory_kinds.h).
+//   I (optional, right after a step's 'S' (and 'B'); steps without input stages have none): zz
+//      step, varint num_stages; per stage: string node, string stage, zz self_ns, zz calls
+//      (RunMetadata::input_stages).
 //   T (optional, after the S chunks; only when step timings were added): varint num_records,
 //      zz dropped (older records the ring let go); per record: zz step - previous step (the
 //      first: - 0), zz wall_ns, zz busy_ns, zz input_ns, zz idle_ns, zz hooks_ns

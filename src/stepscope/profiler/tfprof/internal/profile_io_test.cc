@@ -198,5 +198,22 @@ TEST(ProfileIo, StepTimingsRoundTripAndAreChecked) {
             std::string::npos);
 }
 
+TEST(ProfileIo, InputStagesRoundTripAndAreChecked) {
+  const ProfileModel model = one_node_model();
+  StepData step;
+  step.input_stages = {{"IteratorGetNext", "Iterator::batch", 1500, 1},
+                       {"IteratorGetNext", "Iterator::batch::csv", 90000, 64}};
+  const std::string head = encode_header() + encode_model_chunk(model) + encode_state_chunk(model);
+  const std::string chunks = encode_step_chunk(7, step);
+  const ProfileModel back = decode_profile(head + chunks + encode_end_chunk(1), "x");
+  EXPECT_EQ(back.steps.at(7).input_stages, step.input_stages);
+  // Without its step, or twice, it is corrupt.
+  const std::string stages_only = chunks.substr(encode_step_chunk(7, StepData()).size());
+  EXPECT_NE(decode_error(head + stages_only + encode_end_chunk(0)).find("input stages chunk of step 7 without"),
+            std::string::npos);
+  EXPECT_NE(decode_error(head + chunks + stages_only + encode_end_chunk(1)).find("input stages chunk of step 7"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace stepscope::tfprof
