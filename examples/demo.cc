@@ -107,7 +107,8 @@ int run(const Args& args) {
 
   StopAtStepHook stop({.last_step = args.steps});
   LoggingTensorHook log_loss({.tensors = {{"step", step_read}, {"loss", loss}}, .every_n_iter = 200});
-  ProfilerHook profiler({.save_steps = 200, .output_dir = args.logdir, .show_memory = true});
+  ProfilerHook profiler(
+      {.save_steps = 200, .output_dir = args.logdir, .show_memory = true, .record_step_timing = true});
   // Every step's time as scalars (wall, input, ops, idle, hooks), and every step traced into a
   // ring of the last 10 that is written out when a step is slow, a run fails, or on `kill -USR1`.
   StepTimingHook timing({.output_dir = args.logdir});

@@ -315,7 +315,7 @@ TEST_F(ProfilerHookTest, KeepsATfprofProfile) {
 // Every run's step timing goes in the profile, traced or not, numbered by the global step; the
 // runs after the last trace are saved at the end.
 TEST_F(ProfilerHookTest, TheProfileHasEveryRunsStepTiming) {
-  ProfilerHook hook(options({.save_steps = 2}));
+  ProfilerHook hook(options({.save_steps = 2, .record_step_timing = true}));
   {
     SingularMonitoredSession sess(g, {.hooks = {&hook}});
     for (int i = 0; i < 5; ++i) sess.run(train_op);  // traces step 2 and 4
@@ -335,7 +335,7 @@ TEST_F(ProfilerHookTest, TheProfileHasEveryRunsStepTiming) {
   }
   EXPECT_GT(all[3].hooks_ns, 0);  // ProfilerHook's own work before step 4 counts
 
-  ProfilerHook off(options({.save_steps = 2, .record_step_timing = false}));
+  ProfilerHook off(options({.save_steps = 2}));  // the default: off
   {
     SingularMonitoredSession sess(g, {.hooks = {&off}});
     for (int i = 0; i < 3; ++i) sess.run(train_op);

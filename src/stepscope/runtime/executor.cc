@@ -65,7 +65,7 @@ struct Executor::RunState {
   // for a moment (the other has counted down and not yet stored): it waits for the store.
   bool timing = false;
   static constexpr int64_t kBusy = -1;
-  std::atomic<int64_t> busy_ns{0}, input_ns{0}, idle_ns{0};
+  std::atomic<int64_t> busy_ticks{0}, input_ticks{0}, idle_ticks{0};  // StepClock ticks
   std::atomic<int32_t> active{0};
   std::atomic<int64_t> idle_since{kBusy};
 
@@ -73,11 +73,11 @@ struct Executor::RunState {
     if (active.fetch_add(1, std::memory_order_acq_rel) != 0) return;
     int64_t since;
     while ((since = idle_since.exchange(kBusy, std::memory_order_acq_rel)) == kBusy) std::this_thread::yield();
-    idle_ns.fetch_add(std::max<int64_t>(0, now_ns() - since), std::memory_order_relaxed);
+    idle_ticks.fetch_add(std::max<int64_t>(0, StepClock::ticks() - since), std::memory_order_relaxed);
   }
   void end_busy(int64_t since) {
-    const int64_t now = now_ns();
-    busy_ns.fetch_add(now - since, std::memory_order_relaxed);
+    const int64_t now = StepClock::ticks();
+    busy_ticks.fetch_add(now - since, std::memory_order_relaxed);
     if (active.fetch_sub(1, std::memory_order_acq_rel) == 1) idle_since.store(now, std::memory_order_release);
   }
 
@@ -275,7 +275,7 @@ void Executor::process(RunState* s, int first) const {
   int64_t busy_since = 0;
   if (timing) {
     s->start_busy();
-    busy_since = now_ns();
+    busy_since = StepClock::ticks();
   }
   constexpr int kLocalReady = 32;
   int ready[kLocalReady];
@@ -295,9 +295,9 @@ void Executor::process(RunState* s, int first) const {
     const int index = ready[num_ready];
     const Plan::Item& item = plan.items[index];
     if (timing && item.input) [[unlikely]] {
-      const int64_t since = now_ns();
+      const int64_t since = StepClock::ticks();
       run_node(s, index, rec, thread_id, ready_since[num_ready]);
-      s->input_ns.fetch_add(now_ns() - since, std::memory_order_relaxed);
+      s->input_ticks.fetch_add(StepClock::ticks() - since, std::memory_order_relaxed);
     } else {
       run_node(s, index, rec, thread_id, ready_since[num_ready]);
     }
@@ -373,12 +373,15 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   }
   s.remaining.store(static_cast<int32_t>(num_items), std::memory_order_relaxed);
   if (options.timeout_in_ms > 0) s.deadline_ns = now_ns() + options.timeout_in_ms * 1000000;
-  int64_t timing_start = 0;
+  // Step timing counts in StepClock ticks (the TSC where Linux keeps time with it: a few ns a
+  // reading, where clock_gettime costs ~50-100 ns on some virtual machines), turned into
+  // nanoseconds once, after the step.
+  StepClock::Point timing_start{};
   const bool timing = metadata && (options.collect_step_timing || options.trace_level != TraceLevel::kNoTrace);
   if (timing) {
     s.timing = true;
-    timing_start = now_ns();
-    s.idle_since.store(timing_start, std::memory_order_relaxed);
+    timing_start = StepClock::Point::now();
+    s.idle_since.store(timing_start.ticks, std::memory_order_relaxed);
   }
 
   // Whatever happens, the buffers go back with every slot empty: the fetches and feeds give up
@@ -456,10 +459,15 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     if (pool_ && !s.done.load(std::memory_order_acquire)) pool_->run_until(s.done);
   }
   if (timing) {
-    metadata->step_timing = {.wall_ns = now_ns() - timing_start,
-                             .busy_ns = s.busy_ns.load(std::memory_order_relaxed),
-                             .input_ns = s.input_ns.load(std::memory_order_relaxed),
-                             .idle_ns = s.idle_ns.load(std::memory_order_relaxed)};
+    const StepClock::Point end = StepClock::Point::now();
+    const StepClock clock(timing_start, end);
+    auto ns = [&](const std::atomic<int64_t>& ticks) {
+      return clock.ns(timing_start.ticks + ticks.load(std::memory_order_relaxed)) - timing_start.ns;
+    };
+    metadata->step_timing = {.wall_ns = end.ns - timing_start.ns,
+                             .busy_ns = ns(s.busy_ticks),
+                             .input_ns = ns(s.input_ticks),
+                             .idle_ns = ns(s.idle_ticks)};
   }
 
   if (s.trace) {
