@@ -1,0 +1,270 @@
+#include "stepscope/dist/mpi.h"
+
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "stepscope/base/error.h"
+#include "stepscope/ops/collective_ops.h"
+
+#ifdef STEPSCOPE_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace stepscope::dist {
+namespace {
+
+struct State {
+  bool initialized = false;
+  bool started_mpi = false;  // init called MPI_Init_thread, so shutdown finalizes
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+};
+std::mutex state_mutex;
+State state;
+
+#ifdef STEPSCOPE_HAVE_MPI
+
+// mpirun (Open MPI's, and PMIx launchers) tells its processes so in the environment; a process
+// started by hand stays one process instead of trying an MPI singleton (which, with Open MPI 4,
+// forks an orted and fails in containers without one).
+bool launched_by_mpirun() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, len);
+}
+
+// MPI_ERRORS_RETURN is set on the communicators used, so a failed call comes back here.
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw UnavailableError(std::string(call) + " failed: " + mpi_error(code));
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return MPI_FLOAT;
+    case DType::kFloat64:
+      return MPI_DOUBLE;
+    case DType::kInt32:
+      return MPI_INT32_T;
+    case DType::kInt64:
+      return MPI_INT64_T;
+    default:
+      throw InvalidArgumentError("MPI: dtype " + std::string(dtype_name(dtype)) + " cannot be summed");
+  }
+}
+
+int int_count(int64_t n, const char* what) {
+  if (n < 0 || n > INT_MAX)
+    throw InvalidArgumentError(std::string(what) + ": " + std::to_string(n) +
+                               " is more than one MPI call can move (INT_MAX elements)");
+  return static_cast<int>(n);
+}
+
+class MpiBackend : public CollectiveBackend {
+ public:
+  MpiBackend(MPI_Comm comm, int rank, int size, bool thread_multiple, std::string library)
+      : comm_(comm), rank_(rank), size_(size), thread_multiple_(thread_multiple), library_(std::move(library)) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe() const override {
+    return "MPI (" + library_ + ", " + (thread_multiple_ ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED") + ")";
+  }
+
+  bool agree(uint64_t key) override {
+    // One allreduce of (key, ~key) with MAX gives (max key, ~min key): equal keys iff max == min.
+    uint64_t v[2] = {key, ~key};
+    auto lock = serialize();
+    check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+    return v[0] == ~v[1];
+  }
+  void allreduce_sum(void* data, int64_t count, DType dtype) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    auto lock = serialize();
+    // In pieces of at most INT_MAX elements (MPI's counts are int).
+    for (int64_t done = 0; done < count;) {
+      const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
+      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + done * dtype_size(dtype), n, type, MPI_SUM, comm_),
+            "MPI_Allreduce");
+      done += n;
+    }
+  }
+  void broadcast(void* data, int64_t bytes, int root) override {
+    auto lock = serialize();
+    for (int64_t done = 0; done < bytes;) {
+      const int n = static_cast<int>(std::min<int64_t>(bytes - done, INT_MAX));
+      check(MPI_Bcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, comm_), "MPI_Bcast");
+      done += n;
+    }
+  }
+  void reduce_sum(void* data, int64_t count, DType dtype, int root) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    const int n = int_count(count, "MPI_Reduce");
+    auto lock = serialize();
+    check(MPI_Reduce(rank_ == root ? MPI_IN_PLACE : data, data, n, type, MPI_SUM, root, comm_), "MPI_Reduce");
+  }
+  void allgather_int64(int64_t value, int64_t* out) override {
+    auto lock = serialize();
+    check(MPI_Allgather(&value, 1, MPI_INT64_T, out, 1, MPI_INT64_T, comm_), "MPI_Allgather");
+  }
+  void allgatherv(const void* in, void* out, std::span<const int64_t> bytes) override {
+    std::vector<int> counts(size_), displs(size_);
+    int64_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      counts[r] = int_count(bytes[r], "MPI_Allgatherv");
+      displs[r] = int_count(offset, "MPI_Allgatherv");
+      offset += bytes[r];
+    }
+    auto lock = serialize();
+    check(MPI_Allgatherv(in, counts[rank_], MPI_BYTE, out, counts.data(), displs.data(), MPI_BYTE, comm_),
+          "MPI_Allgatherv");
+  }
+  void reduce_scatter_sum(const void* in, void* out, std::span<const int64_t> counts, DType dtype) override {
+    const MPI_Datatype type = mpi_type(dtype);
+    std::vector<int> n(size_);
+    for (int r = 0; r < size_; ++r) n[r] = int_count(counts[r], "MPI_Reduce_scatter");
+    auto lock = serialize();
+    check(MPI_Reduce_scatter(in, out, n.data(), type, MPI_SUM, comm_), "MPI_Reduce_scatter");
+  }
+
+  MPI_Comm comm() const { return comm_; }
+  void barrier() {
+    auto lock = serialize();
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
+
+ private:
+  // Below MPI_THREAD_MULTIPLE, MPI calls from several threads must not overlap.
+  std::unique_lock<std::mutex> serialize() {
+    return thread_multiple_ ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mutex_);
+  }
+
+  MPI_Comm comm_;
+  int rank_, size_;
+  bool thread_multiple_;
+  std::string library_;
+  std::mutex mutex_;
+};
+
+std::shared_ptr<MpiBackend> mpi_backend;
+
+std::string library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string s(text, len);
+  const size_t comma = s.find(',');  // "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
+  return comma == std::string::npos ? s : s.substr(0, comma);
+}
+
+#endif  // STEPSCOPE_HAVE_MPI
+
+void shutdown_at_exit() { shutdown(); }
+
+}  // namespace
+
+void init() {
+  std::lock_guard lock(state_mutex);
+  if (state.initialized) return;
+#ifdef STEPSCOPE_HAVE_MPI
+  int already = 0, finalized = 0;
+  MPI_Initialized(&already);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw FailedPreconditionError("dist::init after dist::shutdown: MPI cannot start twice in one process");
+  if (launched_by_mpirun() || already) {
+    int provided = MPI_THREAD_SINGLE;
+    if (!already) {
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      if (code != MPI_SUCCESS) throw UnavailableError("dist::init: MPI_Init_thread failed: " + mpi_error(code));
+      state.started_mpi = true;
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      if (state.started_mpi) MPI_Finalize();
+      state.started_mpi = false;
+      throw UnavailableError("dist::init: the MPI library gives thread level " + std::to_string(provided) +
+                             ", and kernels run on several threads: it needs MPI_THREAD_SERIALIZED or better");
+    }
+    // A communicator of our own, so collectives of the user's other MPI code never match ours.
+    MPI_Comm comm, local;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm, &state.rank);
+    MPI_Comm_size(comm, &state.size);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, state.rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &state.local_rank);
+    MPI_Comm_size(local, &state.local_size);
+    MPI_Comm_free(&local);
+    mpi_backend =
+        std::make_shared<MpiBackend>(comm, state.rank, state.size, provided >= MPI_THREAD_MULTIPLE, library_version());
+    set_collective_backend(mpi_backend);
+  }
+#endif
+  state.initialized = true;
+  static bool registered = false;
+  if (!std::exchange(registered, true)) std::atexit(shutdown_at_exit);
+}
+
+void shutdown() {
+  std::lock_guard lock(state_mutex);
+  if (!state.initialized) return;
+  set_collective_backend(nullptr);
+#ifdef STEPSCOPE_HAVE_MPI
+  if (mpi_backend) {
+    MPI_Comm comm = mpi_backend->comm();
+    mpi_backend.reset();
+    MPI_Comm_free(&comm);
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (state.started_mpi && !finalized) MPI_Finalize();
+#endif
+  state = State{};
+}
+
+bool initialized() {
+  std::lock_guard lock(state_mutex);
+  return state.initialized;
+}
+int rank() {
+  std::lock_guard lock(state_mutex);
+  return state.rank;
+}
+int size() {
+  std::lock_guard lock(state_mutex);
+  return state.size;
+}
+int local_rank() {
+  std::lock_guard lock(state_mutex);
+  return state.local_rank;
+}
+int local_size() {
+  std::lock_guard lock(state_mutex);
+  return state.local_size;
+}
+std::string describe() { return collective_backend().describe(); }
+
+void barrier() {
+#ifdef STEPSCOPE_HAVE_MPI
+  std::shared_ptr<MpiBackend> backend;
+  {
+    std::lock_guard lock(state_mutex);
+    backend = mpi_backend;
+  }
+  if (backend) backend->barrier();
+#endif
+}
+
+}  // namespace stepscope::dist

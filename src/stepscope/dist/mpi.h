@@ -1,0 +1,36 @@
+// The processes of a data-parallel job (Horovod's model: one process per worker, started by
+// `mpirun -np N program`), over Open MPI.
+//
+//   dist::init();                       // once, before building the graph
+//   auto data = Dataset::csv(...).shard(dist::size(), dist::rank()).batch(64);
+//   ... DistributedOptimizer(opt).minimize(...) ...
+//   dist::shutdown();                   // or at exit
+//
+// Without MPI (a build with STEPSCOPE_MPI=OFF) or in a process not started by mpirun, the job is
+// this one process: size() == 1, rank() == 0, and the collective ops are the identity.
+#pragma once
+
+#include <string>
+
+namespace stepscope::dist {
+
+// Starts MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE: kernels run on the executor's
+// threads) when the process was started by mpirun, and installs the MPI collective backend
+// (ops/collective_ops.h). A second call does nothing. UnavailableError when MPI cannot start, or
+// gives less than MPI_THREAD_SERIALIZED.
+void init();
+// Finalizes MPI (when init started it) and goes back to one process. Also run at exit.
+void shutdown();
+bool initialized();
+
+int rank();        // 0 .. size() - 1 (0 before init)
+int size();        // the number of processes in the job (1 before init)
+int local_rank();  // the rank among the job's processes on this machine
+int local_size();
+// How the collectives run: "MPI (Open MPI v4.1.4, MPI_THREAD_MULTIPLE)" or "local (one process)".
+std::string describe();
+
+// Returns when every rank has called it.
+void barrier();
+
+}  // namespace stepscope::dist
