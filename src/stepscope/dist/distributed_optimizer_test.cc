@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "stepscope/dist/broadcast_variables.h"
 #include "stepscope/dist/mpi.h"
@@ -13,6 +14,7 @@
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/temp_dir.h"
 #include "stepscope/train/dataset.h"
 #include "stepscope/train/layers.h"
 
@@ -75,10 +77,15 @@ std::vector<Tensor> train_mlp(Mode mode, int64_t fusion_threshold_bytes = int64_
     capture.fetches = fetches;
     capture.fetches.push_back(step.value());
     BroadcastGlobalVariablesHook bcast(0);
-    MonitoredSession sess = MonitoredTrainingSession(g, {.hooks = {&bcast, &capture}, .log_step_count_steps = 0});
+    // Every rank names a checkpoint_dir; is_chief defaults to rank 0, the only one that saves.
+    testing::TempDir dir;
+    EXPECT_EQ(MonitoredTrainingSessionOptions{}.is_chief, r == 0);
+    MonitoredSession sess = MonitoredTrainingSession(
+        g, {.checkpoint_dir = dir.path(), .hooks = {&bcast, &capture}, .log_step_count_steps = 0});
     EXPECT_NE(bcast.broadcast_op(), nullptr);
     while (!sess.should_stop()) sess.run(train);
     sess.close();
+    EXPECT_EQ(std::filesystem::exists(std::filesystem::path(dir.path()) / "checkpoint"), r == 0) << dir.path();
     EXPECT_EQ(capture.values.back().scalar_value<int64_t>(), kEpochs * kRows / kGlobalBatch);
     capture.values.pop_back();
     return capture.values;
