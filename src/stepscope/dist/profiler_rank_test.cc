@@ -1,5 +1,6 @@
 // The profiler sees a distributed step: the collective ops are traced like any op (with their
-// FLOPs), and in a job of several processes each rank's timeline records its rank.
+// FLOPs, the MPI call and the bytes sent), and in a job of several processes each rank's timeline
+// records its rank.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,6 +35,11 @@ TEST(DistProfiler, TimelinesShowTheCollectivesAndTheRank) {
     if (entry.path().filename().string().starts_with("timeline-")) trace = read_file(entry.path());
   ASSERT_FALSE(trace.empty()) << "no timeline in " << dir.path();
   EXPECT_NE(trace.find("\"args\":{\"name\":\"grads\",\"op\":\"Allreduce\""), std::string::npos) << trace;
+  // 120 floats: 480 bytes; an allreduce sends 2 (n - 1) / n of them from each rank.
+  const std::string args = "\"algorithm\":\"" + std::string(n == 1 ? "none (one process)" : "MPI_Allreduce") +
+                           "\",\"ranks\":" + std::to_string(n) +
+                           ",\"bytes_moved\":" + std::to_string(2 * (n - 1) * 480 / n);
+  EXPECT_NE(trace.find(args), std::string::npos) << args << " not in " << trace;
   if (n == 1) {
     EXPECT_EQ(trace.find("\"metadata\""), std::string::npos);
   } else {

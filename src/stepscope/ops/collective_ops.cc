@@ -5,6 +5,7 @@
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
+#include "stepscope/ops/collective_trace.h"
 #include "stepscope/ops/registry.h"
 
 namespace stepscope {
@@ -335,6 +336,29 @@ Output allgather(const Scope& scope, Output x, CallSite site) {
 
 Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) {
   return scope.add_node(op_def("ReduceScatter"), {x, like}, {}, site)->output(0);
+}
+
+std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, int64_t output_bytes) {
+  const std::string& op = node.op().name;
+  const int64_t n = collective_backend().size();
+  CollectiveTraceArgs args{.algorithm = {}, .ranks = n};
+  if (op == "Allreduce") {
+    args.algorithm = node.num_inputs() > 1 ? "MPI_Allreduce (fused buffer)" : "MPI_Allreduce";
+    args.bytes_moved = 2 * (n - 1) * output_bytes / n;
+  } else if (op == "Broadcast" || op == "Reduce") {
+    args.algorithm = op == "Broadcast" ? "MPI_Bcast" : "MPI_Reduce";
+    args.bytes_moved = n > 1 ? output_bytes : 0;
+  } else if (op == "Allgather") {
+    args.algorithm = "MPI_Allgatherv";
+    args.bytes_moved = (n - 1) * output_bytes / n;
+  } else if (op == "ReduceScatter") {
+    args.algorithm = "MPI_Reduce_scatter";
+    args.bytes_moved = (n - 1) * output_bytes;  // the other ranks' parts of the sum
+  } else {
+    return std::nullopt;
+  }
+  if (n == 1) args.algorithm = "none (one process)";
+  return args;
 }
 
 void register_collective_ops(OpRegistry& registry) {
