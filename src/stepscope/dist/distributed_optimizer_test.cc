@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "stepscope/dist/broadcast_variables.h"
 #include "stepscope/dist/mpi.h"
@@ -162,6 +163,37 @@ TEST(DistributedOptimizer, FusesGradientsUpToTheThresholdInBackwardOrder) {
   EXPECT_EQ(grads.back().grad.index, 0);
   EXPECT_EQ(first->num_inputs(), 2);
   EXPECT_EQ(grads.back().var.name(), "dense_2/bias");
+}
+
+// The overlap: the first fused Allreduce waits for its own gradients only, not for the rest of
+// the backward pass (the first layer's gradients are not among its ancestors), so the executor
+// runs it while the earlier layers' gradients are computed.
+TEST(DistributedOptimizer, TheFirstGroupDoesNotWaitForTheRestOfTheBackwardPass) {
+  Graph g;
+  Scope root(g);
+  Output h = placeholder(root, DType::kFloat32, Shape{2, 10});
+  for (int layer = 0; layer < 3; ++layer)
+    h = nn::dense(root.with_name_scope("dense"), h, 10, nn::Activation::relu, {.seed = 1});
+  GradientDescentOptimizer sgd(0.1);
+  DistributedOptimizer opt(sgd, {.fusion_threshold_bytes = 440});  // one layer's kernel and bias
+  opt.compute_gradients(root, reduce_sum(root, h));
+  const std::vector<Node*>& groups = opt.collective_nodes();
+  ASSERT_EQ(groups.size(), 3u);
+  std::set<const Node*> ancestors;
+  std::vector<const Node*> stack = {groups.front()};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Output& in : n->inputs())
+      if (ancestors.insert(in.node).second) stack.push_back(in.node);
+    for (const Node* c : n->control_inputs())
+      if (ancestors.insert(c).second) stack.push_back(c);
+  }
+  // The last group holds the first layer's gradients: none of them is needed by the first group.
+  for (const Output& first_layer_grad : groups.back()->inputs())
+    EXPECT_EQ(ancestors.count(first_layer_grad.node), 0u) << first_layer_grad.node->name();
+  // While the first group's own gradients are.
+  for (const Output& own : groups.front()->inputs()) EXPECT_EQ(ancestors.count(own.node), 1u);
 }
 
 // Embedding gradients stay sparse: every rank's rows (allgathered), their values divided by
