@@ -1,10 +1,13 @@
 #include "stepscope/dist/mpi.h"
 
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "stepscope/base/error.h"
@@ -18,6 +21,7 @@ namespace stepscope::dist {
 namespace {
 
 struct State {
+  double shutdown_timeout_secs = 30;
   bool initialized = false;
   bool started_mpi = false;  // init called MPI_Init_thread, so shutdown finalizes
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
@@ -72,8 +76,13 @@ int int_count(int64_t n, const char* what) {
 
 class MpiBackend : public CollectiveBackend {
  public:
-  MpiBackend(MPI_Comm comm, int rank, int size, bool thread_multiple, std::string library)
-      : comm_(comm), rank_(rank), size_(size), thread_multiple_(thread_multiple), library_(std::move(library)) {}
+  MpiBackend(MPI_Comm comm, MPI_Comm control, int rank, int size, bool thread_multiple, std::string library)
+      : comm_(comm),
+        control_(control),
+        rank_(rank),
+        size_(size),
+        thread_multiple_(thread_multiple),
+        library_(std::move(library)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -138,6 +147,28 @@ class MpiBackend : public CollectiveBackend {
   }
 
   MPI_Comm comm() const { return comm_; }
+  MPI_Comm control() const { return control_; }
+
+  // True when every rank called it within `timeout_secs` (see dist::shutdown). On the control
+  // communicator: a rank may still be inside a collective of comm_, waiting for this one.
+  bool meet(double timeout_secs) {
+    MPI_Request request;
+    {
+      auto lock = serialize();
+      check(MPI_Ibarrier(control_, &request), "MPI_Ibarrier");
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_secs);
+    for (;;) {
+      int done = 0;
+      {
+        auto lock = serialize();
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      }
+      if (done) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   void barrier() {
     auto lock = serialize();
     check(MPI_Barrier(comm_), "MPI_Barrier");
@@ -149,7 +180,7 @@ class MpiBackend : public CollectiveBackend {
     return thread_multiple_ ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mutex_);
   }
 
-  MPI_Comm comm_;
+  MPI_Comm comm_, control_;
   int rank_, size_;
   bool thread_multiple_;
   std::string library_;
@@ -173,9 +204,10 @@ void shutdown_at_exit() { shutdown(); }
 
 }  // namespace
 
-void init() {
+void init(const InitOptions& options) {
   std::lock_guard lock(state_mutex);
   if (state.initialized) return;
+  state.shutdown_timeout_secs = options.shutdown_timeout_secs;
 #ifdef STEPSCOPE_HAVE_MPI
   int already = 0, finalized = 0;
   MPI_Initialized(&already);
@@ -207,8 +239,11 @@ void init() {
     MPI_Comm_rank(local, &state.local_rank);
     MPI_Comm_size(local, &state.local_size);
     MPI_Comm_free(&local);
-    mpi_backend =
-        std::make_shared<MpiBackend>(comm, state.rank, state.size, provided >= MPI_THREAD_MULTIPLE, library_version());
+    MPI_Comm control;
+    MPI_Comm_dup(comm, &control);
+    MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
+    mpi_backend = std::make_shared<MpiBackend>(comm, control, state.rank, state.size, provided >= MPI_THREAD_MULTIPLE,
+                                               library_version());
     set_collective_backend(mpi_backend);
   }
 #endif
@@ -223,9 +258,19 @@ void shutdown() {
   set_collective_backend(nullptr);
 #ifdef STEPSCOPE_HAVE_MPI
   if (mpi_backend) {
-    MPI_Comm comm = mpi_backend->comm();
+    if (!mpi_backend->meet(state.shutdown_timeout_secs)) {
+      std::fprintf(stderr,
+                   "stepscope dist: rank %d is shutting down, but not every rank reached dist::shutdown within "
+                   "%g s (another rank is still in a step, maybe waiting for this one in a collective): aborting the "
+                   "job\n",
+                   state.rank, state.shutdown_timeout_secs);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm comm = mpi_backend->comm(), control = mpi_backend->control();
     mpi_backend.reset();
     MPI_Comm_free(&comm);
+    MPI_Comm_free(&control);
   }
   int finalized = 0;
   MPI_Finalized(&finalized);

@@ -14,12 +14,22 @@
 
 namespace stepscope::dist {
 
+struct InitOptions {
+  // How long shutdown() waits for every rank to reach it before aborting the job (see shutdown).
+  double shutdown_timeout_secs = 30;
+};
+
 // Starts MPI (MPI_Init_thread asking for MPI_THREAD_MULTIPLE: kernels run on the executor's
 // threads) when the process was started by mpirun, and installs the MPI collective backend
 // (ops/collective_ops.h). A second call does nothing. UnavailableError when MPI cannot start, or
 // gives less than MPI_THREAD_SERIALIZED.
-void init();
-// Finalizes MPI (when init started it) and goes back to one process. Also run at exit.
+void init(const InitOptions& options = {});
+// Finalizes MPI (when init started it) and goes back to one process. Also run at exit, so a rank
+// that leaves main early — an error caught at the top, a return — gets here while the others may
+// be waiting for it in a collective of a step: MPI_Finalize would then wait for them forever.
+// So the ranks first meet here, on a communicator of their own; when they have not all come
+// within shutdown_timeout_secs, this rank writes why to stderr and aborts the whole job
+// (MPI_Abort: mpirun ends every rank), instead of hanging.
 void shutdown();
 bool initialized();
 
