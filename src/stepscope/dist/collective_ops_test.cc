@@ -3,6 +3,7 @@
 // expectation is written for any size, from rank() and size().
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "stepscope/autodiff/gradients.h"
@@ -52,6 +53,19 @@ TEST(Dist, RankAndSizeComeFromMpirun) {
   dist::init();  // a second call changes nothing
   EXPECT_EQ(dist::size(), launched ? std::atoi(launched) : 1);
   dist::barrier();
+}
+
+// The ranks of these tests share one machine, so one monotonic clock: the true offset is 0, and
+// the estimate must be within its own error bound of it.
+TEST(Dist, ClockOffsetToRankZeroIsWithinItsErrorBound) {
+  const dist::ClockOffset clock = dist::clock_offset();
+  if (dist::rank() == 0) {
+    EXPECT_EQ(clock.offset_ns, 0);
+    EXPECT_EQ(clock.error_ns, 0);
+  } else {
+    EXPECT_GT(clock.error_ns, 0);
+    EXPECT_LE(std::abs(clock.offset_ns), clock.error_ns);
+  }
 }
 
 TEST(Collective, AllreduceSumsAndAveragesFusedInputs) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "stepscope/base/clock.h"
 #include "stepscope/base/error.h"
 #include "stepscope/ops/collective_ops.h"
 
@@ -22,6 +23,7 @@ namespace {
 
 struct State {
   double shutdown_timeout_secs = 30;
+  ClockOffset clock;
   bool initialized = false;
   bool started_mpi = false;  // init called MPI_Init_thread, so shutdown finalizes
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
@@ -189,6 +191,41 @@ class MpiBackend : public CollectiveBackend {
 
 std::shared_ptr<MpiBackend> mpi_backend;
 
+// Cristian's algorithm against rank 0, one rank at a time: rank 0 notes t0, rank r answers with
+// its time tr, rank 0 notes t1; then rank 0's clock read (t0 + t1) / 2 when rank r's read tr, to
+// within (t1 - t0) / 2. The round with the shortest trip wins; rank 0 sends each rank its result.
+ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
+  constexpr int kRounds = 16, kTag = 7;
+  ClockOffset mine;
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r) {
+      ClockOffset best{0, INT64_MAX};
+      for (int round = 0; round < kRounds; ++round) {
+        int64_t tr = 0;
+        const int64_t t0 = now_ns();
+        check(MPI_Send(&t0, 1, MPI_INT64_T, r, kTag, comm), "MPI_Send");
+        check(MPI_Recv(&tr, 1, MPI_INT64_T, r, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+        const int64_t t1 = now_ns();
+        const int64_t error = (t1 - t0 + 1) / 2;
+        if (error < best.error_ns) best = {tr - (t0 + (t1 - t0) / 2), error};
+      }
+      const int64_t result[2] = {best.offset_ns, best.error_ns};
+      check(MPI_Send(result, 2, MPI_INT64_T, r, kTag, comm), "MPI_Send");
+    }
+  } else {
+    for (int round = 0; round < kRounds; ++round) {
+      int64_t t0 = 0;
+      check(MPI_Recv(&t0, 1, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      const int64_t tr = now_ns();
+      check(MPI_Send(&tr, 1, MPI_INT64_T, 0, kTag, comm), "MPI_Send");
+    }
+    int64_t result[2];
+    check(MPI_Recv(result, 2, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    mine = {result[0], result[1]};
+  }
+  return mine;
+}
+
 std::string library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
@@ -245,6 +282,7 @@ void init(const InitOptions& options) {
     mpi_backend = std::make_shared<MpiBackend>(comm, control, state.rank, state.size, provided >= MPI_THREAD_MULTIPLE,
                                                library_version());
     set_collective_backend(mpi_backend);
+    state.clock = estimate_clock_offset(control, state.rank, state.size);
   }
 #endif
   state.initialized = true;
@@ -300,6 +338,10 @@ int local_size() {
   return state.local_size;
 }
 std::string describe() { return collective_backend().describe(); }
+ClockOffset clock_offset() {
+  std::lock_guard lock(state_mutex);
+  return state.clock;
+}
 
 void barrier() {
 #ifdef STEPSCOPE_HAVE_MPI

@@ -10,6 +10,7 @@
 // this one process: size() == 1, rank() == 0, and the collective ops are the identity.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace stepscope::dist {
@@ -42,5 +43,15 @@ std::string describe();
 
 // Returns when every rank has called it.
 void barrier();
+
+// Where this rank's clock (now_ns(), the clock of StepStats and timelines) stands against rank
+// 0's, estimated by init(): ping-pongs with rank 0 over MPI, the one with the shortest round trip
+// kept. Rank 0's time = this rank's time - offset_ns, within +- error_ns (half that round trip).
+// Zero and zero on rank 0 and in one process. For putting the ranks' traces on one clock.
+struct ClockOffset {
+  int64_t offset_ns = 0;
+  int64_t error_ns = 0;
+};
+ClockOffset clock_offset();
 
 }  // namespace stepscope::dist

@@ -45,6 +45,9 @@ TEST(DistProfiler, TimelinesShowTheCollectivesAndTheRank) {
   } else {
     EXPECT_NE(trace.find("\"metadata\":{\"rank\":" + std::to_string(r) + ",\"size\":" + std::to_string(n)),
               std::string::npos);
+    EXPECT_NE(trace.find(",\"clock_offset_ns\":" + std::to_string(dist::clock_offset().offset_ns) +
+                         ",\"clock_offset_error_ns\":" + std::to_string(dist::clock_offset().error_ns) + "}"),
+              std::string::npos);
     EXPECT_NE(trace.find("\"flops\":" + std::to_string(120 * (n - 1) / n)), std::string::npos);
   }
 }
