@@ -55,8 +55,8 @@ TEST(Dist, RankAndSizeComeFromMpirun) {
   dist::barrier();
 }
 
-// The ranks of these tests share one machine, so one monotonic clock: the true offset is 0, and
-// the estimate must be within its own error bound of it.
+// The ranks of these tests share one machine, so one wall clock: the true offset is 0, and the
+// estimate must be within its own error bound of it.
 TEST(Dist, ClockOffsetToRankZeroIsWithinItsErrorBound) {
   const dist::ClockOffset clock = dist::clock_offset();
   if (dist::rank() == 0) {

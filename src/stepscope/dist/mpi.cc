@@ -202,10 +202,11 @@ ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
       ClockOffset best{0, INT64_MAX};
       for (int round = 0; round < kRounds; ++round) {
         int64_t tr = 0;
-        const int64_t t0 = now_ns();
+        const int64_t t0 = wall_ns();
         check(MPI_Send(&t0, 1, MPI_INT64_T, r, kTag, comm), "MPI_Send");
         check(MPI_Recv(&tr, 1, MPI_INT64_T, r, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-        const int64_t t1 = now_ns();
+        const int64_t t1 = wall_ns();
+        if (t1 < t0) continue;  // the wall clock was set back meanwhile: this round says nothing
         const int64_t error = (t1 - t0 + 1) / 2;
         if (error < best.error_ns) best = {tr - (t0 + (t1 - t0) / 2), error};
       }
@@ -216,7 +217,7 @@ ClockOffset estimate_clock_offset(MPI_Comm comm, int rank, int size) {
     for (int round = 0; round < kRounds; ++round) {
       int64_t t0 = 0;
       check(MPI_Recv(&t0, 1, MPI_INT64_T, 0, kTag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
-      const int64_t tr = now_ns();
+      const int64_t tr = wall_ns();
       check(MPI_Send(&tr, 1, MPI_INT64_T, 0, kTag, comm), "MPI_Send");
     }
     int64_t result[2];

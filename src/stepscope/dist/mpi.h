@@ -44,10 +44,12 @@ std::string describe();
 // Returns when every rank has called it.
 void barrier();
 
-// Where this rank's clock (now_ns(), the clock of StepStats and timelines) stands against rank
-// 0's, estimated by init(): ping-pongs with rank 0 over MPI, the one with the shortest round trip
-// kept. Rank 0's time = this rank's time - offset_ns, within +- error_ns (half that round trip).
-// Zero and zero on rank 0 and in one process. For putting the ranks' traces on one clock.
+// Where this rank's wall clock (wall_ns(): the base every trace records, baseTimeNanoseconds)
+// stands against rank 0's, estimated by init(): ping-pongs with rank 0 over MPI, the one with the
+// shortest round trip kept. Rank 0's time = this rank's time - offset_ns, within +- error_ns
+// (half that round trip). Zero and zero on rank 0 and in one process. For putting the ranks'
+// traces on one clock; the wall clock, not the monotonic one, because traces are anchored to it
+// (and the monotonic clocks of two machines have no common origin at all).
 struct ClockOffset {
   int64_t offset_ns = 0;
   int64_t error_ns = 0;
