@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
@@ -122,11 +125,79 @@ std::string merge_rank_traces(const std::vector<std::pair<std::string, std::stri
   return "{\"traceEvents\":[" + events + "]," + rest.dump().substr(1);
 }
 
+std::string straggler_report(const std::string& merged_trace, size_t top) {
+  const json trace = json::parse(merged_trace, nullptr, /*allow_exceptions=*/false);
+  if (trace.is_discarded() || !trace.is_object() || !trace.contains("traceEvents"))
+    throw InvalidArgumentError("straggler_report: not a Chrome trace");
+  // Each process's rank, from the names merge gave them ("rank R: ...").
+  std::map<int64_t, int64_t> rank_of_pid;
+  for (const json& e : trace["traceEvents"])
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name" && e.contains("args") &&
+        e["args"].value("name", "").starts_with("rank "))
+      rank_of_pid[e.value("pid", int64_t{-1})] = std::atoll(e["args"]["name"].get<std::string>().c_str() + 5);
+  static const std::set<std::string> kCollectives = {"Allreduce", "Broadcast", "Reduce", "Allgather", "ReduceScatter"};
+  // (node name, n-th run) -> rank -> start (µs).
+  std::map<std::pair<std::string, int>, std::map<int64_t, double>> runs;
+  std::map<std::pair<int64_t, std::string>, int> seen;  // (rank, node) -> runs so far
+  std::vector<const json*> slices;
+  for (const json& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e.contains("args") && kCollectives.count(e["args"].value("op", "")) &&
+        rank_of_pid.count(e.value("pid", int64_t{-1})) && e.contains("ts") && e["ts"].is_number())
+      slices.push_back(&e);
+  std::stable_sort(slices.begin(), slices.end(),
+                   [](const json* a, const json* b) { return (*a)["ts"].get<double>() < (*b)["ts"].get<double>(); });
+  for (const json* e : slices) {
+    const int64_t rank = rank_of_pid[(*e)["pid"].get<int64_t>()];
+    const std::string name = (*e)["args"].value("name", "");
+    const int n = seen[{rank, name}]++;
+    runs[{name, n}][rank] = (*e)["ts"].get<double>();
+  }
+  struct Row {
+    std::string what;
+    int64_t last_rank;
+    double max_wait;
+    std::string waits;
+  };
+  std::vector<Row> rows;
+  std::map<int64_t, double> total_wait;
+  for (const auto& [key, starts] : runs) {
+    if (starts.size() < 2) continue;
+    auto last = std::max_element(starts.begin(), starts.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    Row row{key.first + (key.second ? " #" + std::to_string(key.second + 1) : ""), last->first, 0, ""};
+    for (const auto& [rank, start] : starts) {
+      if (rank == last->first) continue;
+      const double wait = last->second - start;
+      total_wait[rank] += wait;
+      row.max_wait = std::max(row.max_wait, wait);
+      char text[64];
+      std::snprintf(text, sizeof text, "%srank %lld %.3f", row.waits.empty() ? "" : ", ", static_cast<long long>(rank),
+                    wait);
+      row.waits += text;
+    }
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty()) return "no collective ran on two ranks or more\n";
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.max_wait > b.max_wait; });
+  std::string out = "collective  last to arrive  others waited (us)\n";
+  for (size_t i = 0; i < rows.size() && i < top; ++i)
+    out += rows[i].what + "  rank " + std::to_string(rows[i].last_rank) + "  " + rows[i].waits + "\n";
+  out += "total wait (us):";
+  for (const auto& [rank, wait] : total_wait) {
+    char text[64];
+    std::snprintf(text, sizeof text, " rank %lld %.3f", static_cast<long long>(rank), wait);
+    out += text;
+  }
+  return out + "\n";
+}
+
 void add_merge_command(CLI::App& app, MergeCommand& m) {
   m.command =
       app.add_subcommand("merge", "One Chrome trace of a data-parallel job from its ranks' timelines, on one clock");
   m.command->add_option("traces", m.inputs, "The ranks' timelines (.json or .json.gz), in any order")->required();
   m.command->add_option("--output,-o", m.output, "The merged trace to write (.json, or .json.gz)")->required();
+  m.command->add_flag("--stragglers", m.stragglers,
+                      "Also print, for each collective, the rank that arrived last and how long the others waited");
 }
 
 int run_merge_command(const MergeCommand& m, uint64_t max_decompressed_bytes, std::ostream& out) {
@@ -135,6 +206,7 @@ int run_merge_command(const MergeCommand& m, uint64_t max_decompressed_bytes, st
   const std::string merged = merge_rank_traces(traces);
   write_file_atomically(m.output, merged, m.output.size() > 3 && m.output.ends_with(".gz"));
   out << "wrote " << m.output << ": " << traces.size() << " rank(s), " << merged.size() << " bytes of JSON\n";
+  if (m.stragglers) out << straggler_report(merged);
   return 0;
 }
 

@@ -10,7 +10,8 @@
 // The merged trace has every rank's processes, named "rank R: <name>" and grouped rank after rank,
 // on one clock: each input's events are moved by its baseTimeNanoseconds minus its clock offset,
 // so events that happened at once on two ranks line up (to within the offsets' error bounds,
-// recorded in the merged metadata). Flow and object ids are made unique per rank.
+// recorded in the merged metadata). Flow and object ids are made unique per rank. With
+// --stragglers it also prints which rank arrived last at each collective (straggler_report).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ struct MergeCommand {
   CLI::App* command = nullptr;
   std::vector<std::string> inputs;
   std::string output;
+  bool stragglers = false;  // also print straggler_report of the merged trace
 };
 
 // Adds the "merge" subcommand to `app`, its flags bound to `m`.
@@ -41,5 +43,12 @@ int run_merge_command(const MergeCommand& m, uint64_t max_decompressed_bytes, st
 // for text that is no trace, two inputs of one rank, or an input without baseTimeNanoseconds
 // when there are several.
 std::string merge_rank_traces(const std::vector<std::pair<std::string, std::string>>& traces);
+
+// The stragglers of a merged trace: for each collective op run (Allreduce, Broadcast, Reduce,
+// Allgather, ReduceScatter: the n-th event of one node name on each rank), the rank that started
+// it last and how long each other rank waited for it (the last start minus its own start: a
+// collective ends on no rank before the last one arrives), then each rank's total wait. Text, one
+// run a line, the longest waits first (at most `top` runs).
+std::string straggler_report(const std::string& merged_trace, size_t top = 20);
 
 }  // namespace stepscope

@@ -109,9 +109,43 @@ TEST(Merge, TheCommandReadsAndWritesFiles) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("wrote " + out + ": 2 rank(s)"), std::string::npos) << r.out;
   EXPECT_EQ(json::parse(read_file(out))["metadata"]["merged_ranks"].size(), 2u);
+  // The MLP has no collectives: the report says so.
+  const testing::CliResult report = testing::cli({"merge", "--stragglers", "-o", out, r0.string(), r1.string()});
+  EXPECT_NE(report.out.find("no collective ran on two ranks or more"), std::string::npos) << report.out;
   const testing::CliResult missing = testing::cli({"merge", "-o", out, r0.string(), "/nonexistent/t.json"});
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find("/nonexistent/t.json"), std::string::npos) << missing.err;
+}
+
+// Rank 1 reaches the gradients' allreduce 30 us after rank 0, and rank 0 the broadcast 5 us
+// after rank 1; both ranks ran the allreduce twice.
+TEST(Merge, StragglerReportNamesTheLastRankAndTheWaits) {
+  auto x = [](int pid, double ts, const char* name, const char* op) {
+    return json{{"ph", "X"},
+                {"name", op},
+                {"pid", pid},
+                {"tid", 0},
+                {"ts", ts},
+                {"dur", 1.0},
+                {"args", {{"name", name}, {"op", op}}}};
+  };
+  json trace = {{"traceEvents",
+                 {{{"ph", "M"}, {"name", "process_name"}, {"pid", 0}, {"args", {{"name", "rank 0: cpu Compute"}}}},
+                  {{"ph", "M"}, {"name", "process_name"}, {"pid", 7}, {"args", {{"name", "rank 1: cpu Compute"}}}},
+                  x(0, 100, "grads", "Allreduce"),
+                  x(7, 130, "grads", "Allreduce"),
+                  x(0, 200, "grads", "Allreduce"),
+                  x(7, 202, "grads", "Allreduce"),
+                  x(0, 305, "w", "Broadcast"),
+                  x(7, 300, "w", "Broadcast"),
+                  x(0, 400, "loss", "Mean")}}};
+  EXPECT_EQ(straggler_report(trace.dump()),
+            "collective  last to arrive  others waited (us)\n"
+            "grads  rank 1  rank 0 30.000\n"
+            "w  rank 0  rank 1 5.000\n"
+            "grads #2  rank 1  rank 0 2.000\n"
+            "total wait (us): rank 0 32.000 rank 1 5.000\n");
+  EXPECT_EQ(straggler_report(json{{"traceEvents", json::array()}}.dump()), "no collective ran on two ranks or more\n");
 }
 
 }  // namespace
