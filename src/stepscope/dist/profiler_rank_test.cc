@@ -2,6 +2,7 @@
 // FLOPs, the MPI call and the bytes sent), and in a job of several processes each rank's timeline
 // records its rank.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -65,7 +66,8 @@ TEST(DistProfiler, TheRanksTimelinesMergeIntoOneValidTrace) {
   const int r = dist::rank(), n = dist::size();
   const char* job = std::getenv("PMIX_NAMESPACE");
   const std::filesystem::path shared =
-      std::filesystem::temp_directory_path() / ("stepscope_dist_merge_" + std::string(job ? job : "one_process"));
+      std::filesystem::temp_directory_path() /
+      ("stepscope_dist_merge_" + (job ? std::string(job) : "pid" + std::to_string(::getpid())));
   const std::filesystem::path mine = shared / ("rank" + std::to_string(r));
   std::filesystem::remove_all(mine);
   {
