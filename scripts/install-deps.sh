@@ -5,12 +5,13 @@ set -euo pipefail
 # libdw-dev: symbolising the call stacks of the tfprof code view; libunwind8: capturing them fast
 # (loaded at run time if present, see src/stepscope/graph/call_stack.cc).
 # python3: the layer check (scripts/check_layers.py, the test architecture.layer_includes).
+# libopenmpi-dev, openmpi-bin: the dist layer's collectives and mpirun for its multi-process tests.
 # protobuf-compiler: `protoc --decode_raw`, the independent decoder the GraphDef/MetaGraphDef tests use.
 # golang-go: `go tool pprof`, which reads the pprof files tfprof writes (output=pprof) in their test.
 packages=(cmake g++ make pkg-config ccache libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
           zlib1g-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libre2-dev libdw-dev libunwind8
           dataset-fashion-mnist
-          clang-16 libclang-rt-16-dev python3 protobuf-compiler
+          clang-16 libclang-rt-16-dev python3 protobuf-compiler libopenmpi-dev openmpi-bin
           chromium golang-1.19-src golang-go)
 missing=()
 for p in "${packages[@]}"; do

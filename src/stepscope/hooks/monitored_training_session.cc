@@ -30,8 +30,15 @@ MonitoredSession MonitoredTrainingSession(Graph& graph, MonitoredTrainingSession
   resolve_defaults<int64_t, double>(o.save_checkpoint_steps, o.save_checkpoint_secs, std::nullopt, 600.0);
 
   if (!o.is_chief) {
-    auto creator = std::make_unique<WorkerSessionCreator>(
-        graph, WorkerSessionCreatorOptions{.scaffold = o.scaffold, .session_options = o.session_options});
+    std::unique_ptr<SessionCreator> creator;
+    if (dist::size() > 1) {
+      // Another process: nobody else initializes this one's variables (see the header).
+      creator = std::make_unique<ChiefSessionCreator>(
+          graph, ChiefSessionCreatorOptions{.scaffold = o.scaffold, .session_options = o.session_options});
+    } else {
+      creator = std::make_unique<WorkerSessionCreator>(
+          graph, WorkerSessionCreatorOptions{.scaffold = o.scaffold, .session_options = o.session_options});
+    }
     return MonitoredSession(std::move(creator), std::move(o.hooks), o.stop_grace_period_secs,
                             /*should_recover=*/true, {});
   }

@@ -14,6 +14,12 @@
 // `hooks`. The default hooks are owned by the returned session; the others
 // are not (they must outlive it). A non-chief gets a WorkerSessionCreator, `hooks` only (no
 // defaults, chief_only_hooks ignored).
+//
+// Data-parallel jobs (stepscope/dist): is_chief defaults to rank 0 (dist::rank() == 0, so true in
+// one process), as Horovod users passed checkpoint_dir on rank 0 only: checkpoints, summaries and
+// the step counter on the chief only. A non-chief of a job of several processes initializes its
+// own variables (its session shares none with the chief's, unlike TensorFlow's workers); a
+// BroadcastGlobalVariablesHook then gives every rank the chief's values, restored ones included.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "stepscope/dist/mpi.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/timer.h"
 
@@ -33,7 +40,7 @@ namespace stepscope {
 // is off. E.g. {.save_checkpoint_steps = 1000} saves every 1000 steps and never on time;
 // {.save_checkpoint_secs = 0} saves no checkpoints at all.
 struct MonitoredTrainingSessionOptions {
-  bool is_chief = true;
+  bool is_chief = dist::rank() == 0;  // rank 0 of a data-parallel job; true in one process
   std::string checkpoint_dir = {};  // restore from / save to; empty: no checkpoints
   // Restore the newest intact checkpoint when the newest one is corrupt, reporting each file
   // skipped (ChiefSessionCreatorOptions::fall_back_to_older_checkpoint); off: the error is thrown.

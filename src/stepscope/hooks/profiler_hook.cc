@@ -2,9 +2,10 @@
 
 #include <system_error>
 
+#include "stepscope/base/file_io.h"
+#include "stepscope/dist/mpi.h"
 #include "stepscope/profiler/run_metadata_io.h"
 #include "stepscope/profiler/timeline.h"
-#include "stepscope/base/file_io.h"
 #include "stepscope/train/variables.h"
 
 namespace stepscope {
@@ -162,8 +163,23 @@ void ProfilerHook::write_window() {
     std::error_code ec;  // a failure shows when the file is written
     std::filesystem::create_directories(options_.output_dir, ec);
   }
-  const ChromeTraceOptions trace_options{
-      .show_dataflow = options_.show_dataflow, .show_memory = options_.show_memory, .pretty = options_.pretty};
+  // In a job of several processes each rank's trace says which rank wrote it and how its clock
+  // stands against rank 0's, what merging the ranks' traces into one needs; one process writes
+  // none, as TensorFlow.
+  std::string metadata;
+  if (dist::size() > 1) {
+    // With this rank's clock against rank 0's: subtracting clock_offset_ns puts the trace's
+    // times on rank 0's clock, to within clock_offset_error_ns.
+    const dist::ClockOffset clock = dist::clock_offset();
+    metadata = "{\"rank\":" + std::to_string(dist::rank()) + ",\"size\":" + std::to_string(dist::size()) +
+               ",\"local_rank\":" + std::to_string(dist::local_rank()) +
+               ",\"clock_offset_ns\":" + std::to_string(clock.offset_ns) +
+               ",\"clock_offset_error_ns\":" + std::to_string(clock.error_ns) + "}";
+  }
+  const ChromeTraceOptions trace_options{.show_dataflow = options_.show_dataflow,
+                                         .show_memory = options_.show_memory,
+                                         .pretty = options_.pretty,
+                                         .metadata_json = metadata};
   bool ok = attempt(timeline, "timeline", [&] {
     trace_buffer_.clear();
     if (window_.size() == 1) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "stepscope/ops/array_ops.h"
+#include "stepscope/ops/collective_ops.h"
 #include "stepscope/ops/control_ops.h"
 #include "stepscope/ops/data_ops.h"
 #include "stepscope/ops/linalg_ops.h"

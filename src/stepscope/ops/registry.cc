@@ -6,6 +6,7 @@ const OpRegistry& op_registry() {
   static const OpRegistry* registry = [] {
     auto* r = new OpRegistry();
     register_array_ops(*r);
+    register_collective_ops(*r);
     register_control_ops(*r);
     register_data_ops(*r);
     register_linalg_ops(*r);

@@ -13,6 +13,7 @@ const OpDef& op_def(std::string_view name);
 
 // One registration function per family file.
 void register_array_ops(OpRegistry& registry);
+void register_collective_ops(OpRegistry& registry);
 void register_control_ops(OpRegistry& registry);
 void register_data_ops(OpRegistry& registry);
 void register_linalg_ops(OpRegistry& registry);

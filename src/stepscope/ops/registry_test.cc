@@ -31,6 +31,7 @@ struct Family {
 };
 const Family kFamilies[] = {
     {"array", &register_array_ops, false},
+    {"collective", &register_collective_ops, true},
     {"control", &register_control_ops, false},
     {"data", &register_data_ops, false},
     {"linalg", &register_linalg_ops, true},
@@ -145,6 +146,17 @@ const std::vector<GradientRow>& gradient_rows() {
       // Zero Jacobians: the rules must give zeros (or nothing), not garbage.
       {"ZerosLike", {{2, 3}}, [](S s, O x) { return add(s, zeros_like(s, x[0]), x[0]); }},
       {"OnesLike", {{2, 3}}, [](S s, O x) { return mul(s, ones_like(s, x[0]), x[0]); }},
+      // collective (one process: each is the identity, and so must its gradient be)
+      {"Allreduce",
+       {{2, 3}, {3}},
+       [](S s, O x) {
+         auto y = allreduce(s, {x[0], x[1]}, ReduceOp::kAverage);
+         return add(s, mul(s, y[0], 2.0), y[1]);
+       }},
+      {"Broadcast", {{2, 3}}, [](S s, O x) { return broadcast(s, x[0], 0); }},
+      {"Reduce", {{2, 3}}, [](S s, O x) { return reduce(s, x[0], 0); }},
+      {"Allgather", {{2, 3}}, [](S s, O x) { return allgather(s, x[0]); }},
+      {"ReduceScatter", {{2, 3}}, [](S s, O x) { return reduce_scatter(s, x[0], x[0]); }},
       // sparse (ids with duplicates: their gradients add up)
       {"Gather",
        {{4, 3}},

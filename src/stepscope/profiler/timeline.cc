@@ -11,9 +11,10 @@
 #include "stepscope/base/json_out.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
+#include "stepscope/ops/collective_trace.h"
 #include "stepscope/profiler/gpu_activity.h"
-#include "stepscope/profiler/node_cost.h"
 #include "stepscope/profiler/internal/timeline_impl.h"
+#include "stepscope/profiler/node_cost.h"
 #include "stepscope/runtime/step_stats.h"
 
 namespace stepscope {
@@ -156,6 +157,7 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
         for (ParsedNodeLabelInput in; next_node_label_input(rest, in);) inputs.push_back({in.text, -1});
       }
       n.op = op;
+      n.graph_node = graph_node;
       n.num_inputs = static_cast<uint32_t>(inputs.size() - n.input_begin);
       n.tensor_begin = static_cast<uint32_t>(tensors.size());
       for (uint32_t i = 0; i < ns.output.size(); ++i)
@@ -435,6 +437,17 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     if (n.flops >= 0) {
       s.lit(",\"flops\":");
       s.i64(n.flops);
+    }
+    // Collectives: the MPI call, the ranks and the bytes this rank sent (ops/collective_trace.h).
+    if (n.graph_node) {
+      if (const auto c = collective_trace_args(*n.graph_node, bytes)) {
+        s.lit(",\"algorithm\":");
+        s.str(c->algorithm);
+        s.lit(",\"ranks\":");
+        s.i64(c->ranks);
+        s.lit(",\"bytes_moved\":");
+        s.i64(c->bytes_moved);
+      }
     }
     s.lit(",\"thread_id\":");
     s.u64(ns.thread_id);

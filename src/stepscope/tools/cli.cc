@@ -17,6 +17,7 @@
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/runtime/run_options.h"
 #include "stepscope/tools/diff_command.h"
+#include "stepscope/tools/merge_command.h"
 #include "stepscope/tools/trace_server.h"
 
 namespace stepscope {
@@ -249,6 +250,11 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   add_diff_command(app, diff);
   add_limit(*diff.command);
 
+  // merge
+  MergeCommand merge;
+  add_merge_command(app, merge);
+  add_limit(*merge.command);
+
   // serve
   std::string serve_dir, host = "127.0.0.1";
   int port = 9001;
@@ -373,6 +379,7 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
       return 0;
     }
     if (diff.command->parsed()) return run_diff_command(diff, max_decompressed_bytes, out, err);
+    if (merge.command->parsed()) return run_merge_command(merge, max_decompressed_bytes, out);
     if (serve_command->parsed()) {
       if (token.empty() && !is_loopback_host(host)) token = random_token();
       TraceServer server({.root = serve_dir, .host = host, .port = port, .token = token});

@@ -5,6 +5,8 @@
 //   stepscope critical_path (--run_meta FILE | --profile FILE [--step N])
 //   stepscope diff A[@STEP] [B[@STEP]] [--step-a N] [--step-b N] [--json] [--fail-if-slower PCT]
 //                                                        (diff_command.h)
+//   stepscope merge -o OUT.json TRACE...                  a data-parallel job's ranks' timelines
+//                                                        on one clock (merge_command.h)
 //   stepscope serve DIR [--host H] [--port P]
 //
 // tfprof's flags are accepted as TensorFlow's tfprof tool spells them (`-max_depth 3`,

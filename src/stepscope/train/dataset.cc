@@ -673,6 +673,60 @@ class SkipDataset : public DatasetImpl {
   int64_t count_;
 };
 
+class ShardDataset : public DatasetImpl {
+ public:
+  ShardDataset(ImplPtr input, int64_t num_shards, int64_t index)
+      : DatasetImpl(input->spec(), cardinality_of(input->cardinality(), num_shards, index),
+                    input->describe() + ".shard(" + std::to_string(num_shards) + ", " + std::to_string(index) + ")",
+                    input->same_order(), input->row_access()),
+        input_(std::move(input)),
+        num_shards_(num_shards),
+        index_(index) {}
+
+  static int64_t cardinality_of(int64_t n, int64_t num_shards, int64_t index) {
+    if (n < 0) return n;
+    return n > index ? (n - index + num_shards - 1) / num_shards : 0;
+  }
+
+  struct It : ElementIterator {
+    std::shared_ptr<const ShardDataset> d;
+    std::unique_ptr<ElementIterator> input;
+    int64_t to_skip;  // before the next element: `index` first, then the other shards' elements
+    bool done = false;
+    explicit It(bool rows) : ElementIterator(rows) {}
+    template <typename Pull>
+    bool next(Pull&& pull) {
+      if (done) return false;
+      // skip() says how many it dropped: fewer than asked means the input ended.
+      if (to_skip > 0 && input->skip(to_skip) < to_skip) done = true;
+      to_skip = d->num_shards_ - 1;
+      if (done || !pull()) {
+        done = true;
+        return false;
+      }
+      return true;
+    }
+    bool next_row(RowRef& r) override {
+      return next([&] { return input->next_row(r); });
+    }
+    bool get_next(std::vector<Tensor>& out) override {
+      return next([&] { return input->get_next(out); });
+    }
+  };
+
+  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+    auto it = std::make_unique<It>(row_access());
+    it->d = self<ShardDataset>();
+    it->input = input_->make_iterator(ctx);
+    it->to_skip = index_;
+    return it;
+  }
+
+ private:
+  ImplPtr input_;
+  int64_t num_shards_, index_;
+};
+
 std::string csv_description(const std::string& path, const CsvOptions& o) {
   std::string s = "csv(" + path;
   if (o.label_column != -1)
@@ -773,6 +827,16 @@ Dataset Dataset::map(MapFn fn, std::optional<ElementSpec> output_spec) const {
 
 Dataset Dataset::take(int64_t count) const { return Dataset(std::make_shared<TakeDataset>(impl_, count)); }
 Dataset Dataset::skip(int64_t count) const { return Dataset(std::make_shared<SkipDataset>(impl_, count)); }
+Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
+  // tf.data's messages.
+  if (num_shards <= 0)
+    throw InvalidArgumentError("shard: Number of shards must be greater than zero (currently num_shards = " +
+                               std::to_string(num_shards) + ").");
+  if (index < 0 || index >= num_shards)
+    throw InvalidArgumentError("shard: Index must be between 0 and " + std::to_string(num_shards - 1) +
+                               " (currently index = " + std::to_string(index) + ").");
+  return Dataset(std::make_shared<ShardDataset>(impl_, num_shards, index));
+}
 
 const ElementSpec& Dataset::element_spec() const { return impl_->spec(); }
 int64_t Dataset::cardinality() const { return impl_->cardinality(); }

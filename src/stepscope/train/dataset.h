@@ -155,6 +155,11 @@ class Dataset {
   Dataset take(int64_t count) const;
   // All but the first `count` elements (-1: none).
   Dataset skip(int64_t count) const;
+  // Every num_shards-th element starting at `index` (element i is kept when i % num_shards ==
+  // index), as tf.data's shard: each worker of a data-parallel job reads its own part
+  // (Dataset::shard(dist::size(), dist::rank())). Shard before shuffle and batch, so the workers'
+  // parts are disjoint and each batches its own.
+  Dataset shard(int64_t num_shards, int64_t index) const;
 
   const ElementSpec& element_spec() const;
   const std::vector<DType>& output_types() const { return element_spec().dtypes; }

@@ -488,6 +488,32 @@ TEST(Dataset, RepeatTakeSkip) {
   EXPECT_EQ(calls.load(), 5);
 }
 
+// tf.data's shard: element i goes to shard i % num_shards; the shards are disjoint and cover all.
+TEST(Dataset, ShardKeepsEveryNthElementFromIndex) {
+  EXPECT_EQ(values(Dataset::range(10).shard(3, 0)), (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(values(Dataset::range(10).shard(3, 1)), (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_EQ(values(Dataset::range(10).shard(3, 2)), (std::vector<int64_t>{2, 5, 8}));
+  EXPECT_EQ(Dataset::range(10).shard(3, 0).cardinality(), 4);
+  EXPECT_EQ(Dataset::range(10).shard(3, 2).cardinality(), 3);
+  EXPECT_EQ(values(Dataset::range(2).shard(3, 2)), std::vector<int64_t>{});
+  EXPECT_EQ(Dataset::range(2).shard(3, 2).cardinality(), 0);
+  EXPECT_EQ(values(Dataset::range(5).shard(1, 0)), iota(5));
+  EXPECT_EQ(Dataset::range(4).repeat().shard(2, 1).cardinality(), kInfiniteCardinality);
+  EXPECT_EQ(values(Dataset::range(5).repeat().shard(2, 1).take(5)), (std::vector<int64_t>{1, 3, 0, 2, 4}));
+  // Rows of a table (the path batch() gathers from) shard the same way.
+  Dataset rows = Dataset::from_tensor_slices({Tensor::from_vector<int64_t>({10, 11, 12, 13, 14, 15, 16})});
+  EXPECT_EQ(values(rows.shard(2, 1).batch(2)), (std::vector<int64_t>{11, 13, 15}));
+  EXPECT_EQ(elements(rows.shard(2, 1).batch(2)).size(), 2u);
+  EXPECT_EQ(values(rows.shard(4, 3).shuffle(10, 1)), (std::vector<int64_t>{13}));
+  EXPECT_EQ(rows.shard(2, 1).describe(), rows.describe() + ".shard(2, 1)");
+
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { Dataset::range(3).shard(0, 0); }),
+            "shard: Number of shards must be greater than zero (currently num_shards = 0).");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { Dataset::range(3).shard(2, 2); }),
+            "shard: Index must be between 0 and 1 (currently index = 2).");
+  EXPECT_THROW(Dataset::range(3).shard(2, -1), InvalidArgumentError);
+}
+
 TEST(Dataset, MapScalesPixels) {
   Dataset d = Dataset::csv(digits_path()).map([](std::vector<Tensor> e) {
     for (float& v : e[0].flat<float>()) v *= 1.0f / 16;

@@ -79,6 +79,7 @@ struct Timeline::Impl {
   };
   struct Node {
     const NodeExecStats* ns;
+    const stepscope::Node* graph_node;  // null without the graph or when it lacks the node
     std::string_view op;
     int64_t start, end;  // trace-relative ns
     int64_t flops = -1;

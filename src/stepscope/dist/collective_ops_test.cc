@@ -1,0 +1,207 @@
+// The collective ops and dist::init, on however many ranks run this program: one process under
+// plain ctest, 2 and 4 under the dist.mpirun_np* tests (`mpirun -np N dist_test`). Every
+// expectation is written for any size, from rank() and size().
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "stepscope/autodiff/gradients.h"
+#include "stepscope/dist/mpi.h"
+#include "stepscope/ops/all_ops.h"
+#include "stepscope/runtime/session.h"
+#include "stepscope/testing/error_text.h"
+
+namespace stepscope {
+namespace {
+
+// dist::init before the tests, dist::shutdown after them: once per process, as a program would.
+class DistEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { dist::init(); }
+  void TearDown() override { dist::shutdown(); }
+};
+const auto* const dist_environment = ::testing::AddGlobalTestEnvironment(new DistEnvironment);
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> v;
+  if (t.dtype() == DType::kFloat32)
+    for (float x : t.flat<float>()) v.push_back(x);
+  else if (t.dtype() == DType::kFloat64)
+    for (double x : t.flat<double>()) v.push_back(x);
+  else if (t.dtype() == DType::kInt32)
+    for (int32_t x : t.flat<int32_t>()) v.push_back(x);
+  else
+    for (int64_t x : t.flat<int64_t>()) v.push_back(static_cast<double>(x));
+  return v;
+}
+
+TEST(Dist, RankAndSizeComeFromMpirun) {
+  ASSERT_TRUE(dist::initialized());
+  const char* launched = std::getenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_EQ(dist::size(), launched ? std::atoi(launched) : 1);
+  EXPECT_EQ(dist::rank(), launched ? std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) : 0);
+  EXPECT_GE(dist::local_rank(), 0);
+  EXPECT_LT(dist::local_rank(), dist::local_size());
+  EXPECT_EQ(dist::local_size(), dist::size());  // every rank of these tests is on this machine
+  EXPECT_EQ(collective_backend().size(), dist::size());
+  if (launched) {
+    EXPECT_NE(dist::describe().find("MPI (Open MPI"), std::string::npos) << dist::describe();
+  } else {
+    EXPECT_EQ(dist::describe(), "local (one process)");
+  }
+  dist::init();  // a second call changes nothing
+  EXPECT_EQ(dist::size(), launched ? std::atoi(launched) : 1);
+  dist::barrier();
+}
+
+// The ranks of these tests share one machine, so one wall clock: the true offset is 0, and the
+// estimate must be within its own error bound of it.
+TEST(Dist, ClockOffsetToRankZeroIsWithinItsErrorBound) {
+  const dist::ClockOffset clock = dist::clock_offset();
+  if (dist::rank() == 0) {
+    EXPECT_EQ(clock.offset_ns, 0);
+    EXPECT_EQ(clock.error_ns, 0);
+  } else {
+    EXPECT_GT(clock.error_ns, 0);
+    EXPECT_LE(std::abs(clock.offset_ns), clock.error_ns);
+  }
+}
+
+TEST(Collective, AllreduceSumsAndAveragesFusedInputs) {
+  const int r = dist::rank(), n = dist::size();
+  Graph g;
+  Scope s(g);
+  // Rank r contributes (r + 1) times a base value.
+  Output a = constant(s, std::vector<float>{1.0f * (r + 1), 2.0f * (r + 1), 3.0f * (r + 1)}, Shape{3});
+  Output b = constant(s, std::vector<float>{-1.0f * (r + 1), 0.5f * (r + 1)}, Shape{2, 1});
+  std::vector<Output> sums = allreduce(s, {a, b});
+  std::vector<Output> means = allreduce(s.with_control_dependencies({sums[0].node}), {a, b}, ReduceOp::kAverage);
+  Output ints = allreduce(s.with_control_dependencies({means[0].node}),
+                          constant(s, std::vector<int64_t>{int64_t{1} << 40, r}, Shape{2}));
+  EXPECT_EQ(sums[1].shape(), (Shape{2, 1}));
+  Session sess(g);
+  auto out = sess.run({}, {sums[0], sums[1], means[0], means[1], ints});
+  const double total = n * (n + 1) / 2.0;  // sum of r + 1 over the ranks
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{total, 2 * total, 3 * total}));
+  EXPECT_EQ(values_of(out[1]), (std::vector<double>{-total, 0.5 * total}));
+  EXPECT_EQ(out[1].shape(), (Shape{2, 1}));
+  const double mean = total / n;
+  EXPECT_NEAR(values_of(out[2])[2], 3 * mean, 1e-6);
+  EXPECT_NEAR(values_of(out[3])[0], -mean, 1e-6);
+  EXPECT_EQ(values_of(out[4]), (std::vector<double>{static_cast<double>(n * (int64_t{1} << 40)), n * (n - 1) / 2.0}));
+  // A second run of the same plan gives the same (no state kept between steps).
+  auto again = sess.run({}, {sums[0]});
+  EXPECT_EQ(values_of(again[0]), values_of(out[0]));
+}
+
+TEST(Collective, BroadcastReduceAndAllgather) {
+  const int r = dist::rank(), n = dist::size();
+  const int root = n - 1;
+  Graph g;
+  Scope s(g);
+  Output mine = constant(s, std::vector<double>{10.0 * r, 10.0 * r + 1}, Shape{2});
+  Output from_root = broadcast(s, mine, root);
+  Output reduced = reduce(s.with_control_dependencies({from_root.node}), mine, 0);
+  // Rank r contributes r + 1 rows [r, 100 r].
+  std::vector<int32_t> rows;
+  for (int i = 0; i <= r; ++i) rows.insert(rows.end(), {r, 100 * r});
+  Output gathered = allgather(s.with_control_dependencies({reduced.node}), constant(s, rows, Shape{r + 1, 2}));
+  EXPECT_EQ(gathered.shape(), (Shape{-1, 2}));
+  auto out = Session(g).run({}, {from_root, reduced, gathered});
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{10.0 * root, 10.0 * root + 1}));
+  if (r == 0) {
+    EXPECT_EQ(values_of(out[1]), (std::vector<double>{10.0 * n * (n - 1) / 2, 10.0 * n * (n - 1) / 2 + n}));
+  } else {
+    EXPECT_EQ(values_of(out[1]), (std::vector<double>{0, 0}));
+  }
+  std::vector<double> expected;
+  for (int k = 0; k < n; ++k)
+    for (int i = 0; i <= k; ++i) expected.insert(expected.end(), {1.0 * k, 100.0 * k});
+  EXPECT_EQ(out[2].shape(), (Shape{n * (n + 1) / 2, 2}));
+  EXPECT_EQ(values_of(out[2]), expected);
+}
+
+// The gradient rules, with each rank's loss depending on its own weights: d(sum of the ranks'
+// losses)/dx as each rule defines it.
+TEST(Collective, GradientsFollowTheCollectives) {
+  const int r = dist::rank(), n = dist::size();
+  const int root = n > 1 ? 1 : 0;
+  Graph g;
+  Scope s(g);
+  Output x = constant(s, std::vector<double>{1, 2}, Shape{2});
+  Output w = constant(s, std::vector<double>{1.0 * (r + 1), -1.0 * (r + 1)}, Shape{2});
+  // Allreduce: y = sum of the ranks' x; dL/dx = sum over ranks of w.
+  Output y = allreduce(s, x);
+  Output dx_allreduce = gradients(s, {reduce_sum(s, mul(s, y, w))}, {x})[0];
+  // Broadcast: the root's x everywhere; the root's dx is the sum of w, the others' zero.
+  Scope after1 = s.with_control_dependencies({dx_allreduce.node});
+  Output b = broadcast(after1, x, root);
+  Output dx_broadcast = gradients(after1, {reduce_sum(after1, mul(after1, b, w))}, {x})[0];
+  // Allgather of one row per rank ([1, 2] -> [n, 2]) weighted by row k = k + 1: rank r's dx is n (r + 1).
+  Scope after2 = s.with_control_dependencies({dx_broadcast.node});
+  Output row = reshape(after2, x, std::vector<int64_t>{1, 2});
+  Output all = allgather(after2, row);
+  std::vector<double> weights;
+  for (int k = 0; k < n; ++k) weights.insert(weights.end(), {k + 1.0, k + 1.0});
+  Output dx_allgather =
+      gradients(after2, {reduce_sum(after2, mul(after2, all, constant(after2, weights, Shape{n, 2})))}, {row})[0];
+  auto out = Session(g).run({}, {dx_allreduce, dx_broadcast, dx_allgather});
+  const double total = n * (n + 1) / 2.0;
+  EXPECT_EQ(values_of(out[0]), (std::vector<double>{total, -total}));
+  EXPECT_EQ(values_of(out[1]), r == root ? (std::vector<double>{total, -total}) : (std::vector<double>{0, 0}));
+  EXPECT_EQ(values_of(out[2]), (std::vector<double>{1.0 * n * (r + 1), 1.0 * n * (r + 1)}));
+}
+
+TEST(Collective, ShapeRulesNameTheNodeAndTheProblem) {
+  Graph g;
+  Scope s(g);
+  Output f = constant(s, std::vector<float>{1, 2}, Shape{2});
+  Output i = constant(s, std::vector<int32_t>{1, 2}, Shape{2});
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] {
+              allreduce(s.with_op_name("mixed"), {f, i});
+            }),
+            "[Allreduce] mixed: inputs[1] has dtype int32, but inputs[0] has dtype float32 (one fused buffer has "
+            "one dtype)");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { allreduce(s.with_op_name("avg"), i, ReduceOp::kAverage); }),
+            "[Allreduce] avg: average needs a floating dtype, got int32");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { allgather(s.with_op_name("scalar"), constant(s, 1.0f)); }),
+            "[Allgather] scalar: cannot gather scalars: x needs a dim 0 to concatenate along");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { allreduce(s, std::vector<Output>{}); }),
+            "[Allreduce] allreduce needs at least one tensor");
+  // A root that is no rank of the job is known at run time only.
+  Output bad = broadcast(s.with_op_name("bcast"), f, 64);
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { Session(g).run(bad); }),
+            "[Broadcast] bcast: root_rank 64 is not a rank of this job (size " + std::to_string(dist::size()) + ")");
+}
+
+TEST(Collective, CostsCountTheAdditionsOfTheReduction) {
+  const int n = dist::size();
+  Graph g;
+  Scope s(g);
+  Output x = constant(s, std::vector<float>(120, 1.0f), Shape{4, 30});
+  Node* sum = allreduce(s, x).node;
+  Node* avg = allreduce(s, x, ReduceOp::kAverage).node;
+  std::vector<Shape> shapes = {Shape{4, 30}};
+  EXPECT_EQ(sum->op().flops(CostContext{*sum, shapes, shapes}), 120 * (n - 1) / n);
+  EXPECT_EQ(avg->op().flops(CostContext{*avg, shapes, shapes}), 120 * (n - 1) / n + (n > 1 ? 120 : 0));
+}
+
+// Ranks that reach different collectives fail with an error naming the node, instead of
+// exchanging buffers of different sizes or hanging.
+TEST(Collective, RanksAtDifferentCollectivesFailClearly) {
+  if (dist::size() == 1) GTEST_SKIP() << "needs two ranks or more";
+  Graph g;
+  Scope s(g);
+  Output x = constant(s, Tensor::from_vector(std::vector<float>(dist::rank() == 0 ? 3 : 5, 1.0f)));
+  Output y = allreduce(s.with_op_name("differs"), x);
+  const std::string error = testing::error_text<InternalError>([&] { Session(g).run(y); });
+  EXPECT_NE(error.find("[Allreduce] differs: the ranks are not at the same collective"), std::string::npos) << error;
+  // Everyone failed together: the next collective works.
+  Graph g2;
+  Scope s2(g2);
+  EXPECT_EQ(values_of(Session(g2).run(allreduce(s2, constant(s2, 1.0f)))), (std::vector<double>{1.0 * dist::size()}));
+}
+
+}  // namespace
+}  // namespace stepscope

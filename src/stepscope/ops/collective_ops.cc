@@ -1,0 +1,414 @@
+#include "stepscope/ops/collective_ops.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "stepscope/graph/kernel_context.h"
+#include "stepscope/ops/array_ops.h"
+#include "stepscope/ops/collective_trace.h"
+#include "stepscope/ops/registry.h"
+
+namespace stepscope {
+namespace {
+
+// One process: every collective is the identity (the sum over one rank is the value).
+class LocalBackend : public CollectiveBackend {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string describe() const override { return "local (one process)"; }
+  bool agree(uint64_t) override { return true; }
+  void allreduce_sum(void*, int64_t, DType) override {}
+  void broadcast(void*, int64_t, int) override {}
+  void reduce_sum(void*, int64_t, DType, int) override {}
+  void allgather_int64(int64_t value, int64_t* out) override { out[0] = value; }
+  void allgatherv(const void* in, void* out, std::span<const int64_t> bytes) override {
+    if (bytes[0] > 0) std::memcpy(out, in, static_cast<size_t>(bytes[0]));
+  }
+  void reduce_scatter_sum(const void* in, void* out, std::span<const int64_t> counts, DType dtype) override {
+    if (counts[0] > 0) std::memcpy(out, in, static_cast<size_t>(counts[0]) * dtype_size(dtype));
+  }
+};
+
+std::mutex backend_mutex;
+// Held through a whole collective (the agreement check and the data): one collective at a time
+// per process, so two kernels on the executor's threads never interleave their MPI calls.
+std::mutex collective_mutex;
+std::shared_ptr<CollectiveBackend>& backend_slot() {
+  static auto* slot = new std::shared_ptr<CollectiveBackend>(std::make_shared<LocalBackend>());
+  return *slot;
+}
+
+// FNV-1a: the same value on every rank for the same node (std::hash need not be).
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// All ranks must be at the same collective (same node, same element count) before data moves:
+// otherwise buffers of different sizes would meet, which MPI does not detect.
+void expect_agreement(KernelContext& c, CollectiveBackend& b, int64_t count) {
+  if (b.size() == 1) return;
+  const uint64_t key = fnv1a(c.node().name()) ^ (static_cast<uint64_t>(count) * 0x9E3779B97F4A7C15ull);
+  if (!b.agree(key))
+    c.fail(ErrorCode::kInternal,
+           "the ranks are not at the same collective (node names or element counts differ, this rank has " +
+               std::to_string(count) +
+               " elements): every rank must run the same collectives in the same order; "
+               "order collectives that can be ready at once with control dependencies");
+}
+
+bool is_summable(DType d) { return d != DType::kBool && d != DType::kString; }
+
+void scale(void* data, int64_t n, DType dtype, double factor) {
+  if (dtype == DType::kFloat32) {
+    float* p = static_cast<float*>(data);
+    const float f = static_cast<float>(factor);
+    for (int64_t i = 0; i < n; ++i) p[i] *= f;
+  } else if (dtype == DType::kFloat64) {
+    double* p = static_cast<double*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+  }
+}
+
+int64_t root_rank(const KernelContext& c, const CollectiveBackend& b) {
+  const int64_t root = c.attrs().get<int64_t>("root_rank");
+  if (root < 0 || root >= b.size())
+    c.fail("root_rank " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(b.size()) + ")");
+  return root;
+}
+
+// Elements per row (dim 0) of a shape of rank >= 1.
+int64_t row_elements(const Shape& s) {
+  int64_t n = 1;
+  for (int d = 1; d < s.rank(); ++d) n *= s.dim(d);
+  return n;
+}
+
+// ----- Allreduce -----------------------------------------------------------------------------
+
+void allreduce_shape(ShapeContext& c) {
+  if (c.num_inputs() < 1) c.fail("expects at least one input");
+  const DType dtype = c.input_dtype(0);
+  if (!is_summable(dtype)) c.fail("cannot sum tensors of dtype " + std::string(dtype_name(dtype)));
+  const std::string& reduction = c.node().attrs().get<std::string>("reduction");
+  if (reduction != "sum" && reduction != "average") c.fail("reduction must be sum or average, got " + reduction);
+  if (reduction == "average" && !is_floating(dtype))
+    c.fail("average needs a floating dtype, got " + std::string(dtype_name(dtype)));
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    if (c.input_dtype(i) != dtype)
+      c.fail("inputs[" + std::to_string(i) + "] has dtype " + std::string(dtype_name(c.input_dtype(i))) +
+             ", but inputs[0] has dtype " + std::string(dtype_name(dtype)) + " (one fused buffer has one dtype)");
+    c.set_output(i, dtype, c.input_shape(i));
+  }
+}
+
+void allreduce_kernel(KernelContext& c) {
+  std::lock_guard lock(collective_mutex);
+  CollectiveBackend& b = collective_backend();
+  const int n = c.num_inputs();
+  const DType dtype = c.input(0).dtype();
+  int64_t total = 0;
+  for (int i = 0; i < n; ++i) total += c.input(i).num_elements();
+  expect_agreement(c, b, total);
+  if (b.size() == 1) {
+    for (int i = 0; i < n; ++i) c.set_output(i, c.input(i));  // the sum and the average over one rank
+    return;
+  }
+  const double factor = c.attrs().get<std::string>("reduction") == "average" ? 1.0 / b.size() : 1.0;
+  const size_t esize = dtype_size(dtype);
+  if (n == 1) {
+    Tensor& out = c.allocate_output(0, dtype, c.input(0).shape());
+    if (total > 0) std::memcpy(out.raw_data(), c.input(0).raw_data(), total * esize);
+    b.allreduce_sum(out.raw_data(), total, dtype);
+    if (factor != 1.0) scale(out.raw_data(), total, dtype, factor);
+    return;
+  }
+  // Horovod's fusion buffer: the inputs packed in one buffer, one collective call for all of them
+  // (latency is paid once; a small gradient alone would be all latency).
+  Tensor fused(dtype, Shape{total}, c.allocator());
+  char* p = static_cast<char*>(fused.raw_data());
+  for (int i = 0; i < n; ++i) {
+    const size_t bytes = c.input(i).num_elements() * esize;
+    if (bytes) std::memcpy(p, c.input(i).raw_data(), bytes);
+    p += bytes;
+  }
+  b.allreduce_sum(fused.raw_data(), total, dtype);
+  if (factor != 1.0) scale(fused.raw_data(), total, dtype, factor);
+  p = static_cast<char*>(fused.raw_data());
+  for (int i = 0; i < n; ++i) {
+    Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
+    const size_t bytes = out.num_elements() * esize;
+    if (bytes) std::memcpy(out.raw_data(), p, bytes);
+    p += bytes;
+  }
+}
+
+// A ring allreduce moves 2 (n - 1) / n of the buffer out of each rank, adding (n - 1) / n of it.
+int64_t allreduce_flops(const CostContext& ctx) {
+  const int64_t size = collective_backend().size();
+  int64_t elements = 0;
+  for (const Shape& s : ctx.output_shapes) elements += std::max<int64_t>(0, s.num_elements());
+  const bool average = ctx.node.attrs().get<std::string>("reduction") == "average";
+  return elements * (size - 1) / size + (average && size > 1 ? elements : 0);
+}
+
+std::vector<Output> allreduce_grad(const Scope& s, const Node& n, std::span<const Output> dy) {
+  std::vector<Output> grads(dy.begin(), dy.end());
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i]) grads[i] = zeros_like(s, n.output(static_cast<int>(i)));
+  const ReduceOp op = n.attrs().get<std::string>("reduction") == "average" ? ReduceOp::kAverage : ReduceOp::kSum;
+  return allreduce(s, grads, op);
+}
+
+// ----- Broadcast, Reduce ---------------------------------------------------------------------
+
+void rooted_shape(ShapeContext& c) {
+  if (!is_summable(c.input_dtype(0)))
+    c.fail("dtype " + std::string(dtype_name(c.input_dtype(0))) + " is not supported");
+  if (c.node().attrs().get<int64_t>("root_rank") < 0)
+    c.fail("root_rank must be >= 0, got " + std::to_string(c.node().attrs().get<int64_t>("root_rank")));
+  c.set_output(0, c.input_dtype(0), c.input_shape(0));
+}
+
+void broadcast_kernel(KernelContext& c) {
+  std::lock_guard lock(collective_mutex);
+  CollectiveBackend& b = collective_backend();
+  const int64_t root = root_rank(c, b);
+  const Tensor& x = c.input(0);
+  expect_agreement(c, b, x.num_elements());
+  if (b.size() == 1) return c.set_output(0, x);
+  Tensor& out = c.allocate_output(0, x.dtype(), x.shape());
+  const int64_t bytes = x.num_elements() * static_cast<int64_t>(dtype_size(x.dtype()));
+  if (b.rank() == root && bytes) std::memcpy(out.raw_data(), x.raw_data(), bytes);
+  b.broadcast(out.raw_data(), bytes, static_cast<int>(root));
+}
+
+void reduce_kernel(KernelContext& c) {
+  std::lock_guard lock(collective_mutex);
+  CollectiveBackend& b = collective_backend();
+  const int64_t root = root_rank(c, b);
+  const Tensor& x = c.input(0);
+  expect_agreement(c, b, x.num_elements());
+  if (b.size() == 1) return c.set_output(0, x);
+  Tensor& out = c.allocate_output(0, x.dtype(), x.shape());
+  const size_t bytes = x.num_elements() * dtype_size(x.dtype());
+  if (bytes) std::memcpy(out.raw_data(), x.raw_data(), bytes);
+  b.reduce_sum(out.raw_data(), x.num_elements(), x.dtype(), static_cast<int>(root));
+  if (b.rank() != root && bytes) std::memset(out.raw_data(), 0, bytes);  // zero is all-bits-zero here
+}
+
+int64_t reduce_flops(const CostContext& ctx) {
+  const int64_t size = collective_backend().size();
+  return std::max<int64_t>(0, ctx.output_shapes[0].num_elements()) * (size - 1) / size;
+}
+
+std::vector<Output> broadcast_grad(const Scope& s, const Node& n, std::span<const Output> dy) {
+  return {reduce(s, dy[0], static_cast<int>(n.attrs().get<int64_t>("root_rank")))};
+}
+std::vector<Output> reduce_grad(const Scope& s, const Node& n, std::span<const Output> dy) {
+  return {broadcast(s, dy[0], static_cast<int>(n.attrs().get<int64_t>("root_rank")))};
+}
+
+// ----- Allgather, ReduceScatter --------------------------------------------------------------
+
+void allgather_shape(ShapeContext& c) {
+  if (!is_summable(c.input_dtype(0)))
+    c.fail("dtype " + std::string(dtype_name(c.input_dtype(0))) + " is not supported");
+  const Shape& x = c.input_shape(0);
+  if (x.known_rank() && x.rank() == 0) c.fail("cannot gather scalars: x needs a dim 0 to concatenate along");
+  Shape out = x;
+  if (x.known_rank()) out.set_dim(0, -1);  // the other ranks' row counts are known at run time only
+  c.set_output(0, c.input_dtype(0), out);
+}
+
+void allgather_kernel(KernelContext& c) {
+  std::lock_guard lock(collective_mutex);
+  CollectiveBackend& b = collective_backend();
+  const Tensor& x = c.input(0);
+  if (x.shape().rank() == 0) c.fail("cannot gather a scalar");
+  const int64_t per_row = row_elements(x.shape());
+  expect_agreement(c, b, per_row);  // the rows' size must agree; the row counts may differ
+  if (b.size() == 1) return c.set_output(0, x);
+  std::vector<int64_t> rows(b.size());
+  b.allgather_int64(x.shape().dim(0), rows.data());
+  int64_t total = 0;
+  std::vector<int64_t> bytes(b.size());
+  const int64_t row_bytes = per_row * static_cast<int64_t>(dtype_size(x.dtype()));
+  for (int r = 0; r < b.size(); ++r) {
+    total += rows[r];
+    bytes[r] = rows[r] * row_bytes;
+  }
+  Shape out_shape = x.shape();
+  out_shape.set_dim(0, total);
+  Tensor& out = c.allocate_output(0, x.dtype(), out_shape);
+  b.allgatherv(x.raw_data(), out.raw_data(), bytes);
+}
+
+void reduce_scatter_shape(ShapeContext& c) {
+  if (!is_summable(c.input_dtype(0)))
+    c.fail("dtype " + std::string(dtype_name(c.input_dtype(0))) + " is not supported");
+  const Shape& x = c.input_shape(0);
+  const Shape& like = c.input_shape(1);
+  if (x.known_rank() && x.rank() == 0) c.fail("x must have a dim 0 to scatter along, got a scalar");
+  Shape out = x;
+  if (x.known_rank()) out.set_dim(0, like.known_rank() && like.rank() > 0 ? like.dim(0) : -1);
+  c.set_output(0, c.input_dtype(0), out);
+}
+
+void reduce_scatter_kernel(KernelContext& c) {
+  std::lock_guard lock(collective_mutex);
+  CollectiveBackend& b = collective_backend();
+  const Tensor& x = c.input(0);
+  const Tensor& like = c.input(1);
+  if (x.shape().rank() == 0 || like.shape().rank() == 0)
+    c.fail("x and like need a dim 0, got shapes " + x.shape().to_string() + " and " + like.shape().to_string());
+  const int64_t per_row = row_elements(x.shape());
+  expect_agreement(c, b, x.num_elements());
+  std::vector<int64_t> rows(b.size());
+  b.allgather_int64(like.shape().dim(0), rows.data());
+  int64_t total = 0;
+  for (int r = 0; r < b.size(); ++r) total += rows[r];
+  if (total != x.shape().dim(0))
+    c.fail("the ranks' row counts (like's dim 0) add up to " + std::to_string(total) + ", but x has " +
+           std::to_string(x.shape().dim(0)) + " rows");
+  Shape out_shape = x.shape();
+  out_shape.set_dim(0, rows[b.rank()]);
+  Tensor& out = c.allocate_output(0, x.dtype(), out_shape);
+  if (b.size() == 1) {
+    const size_t bytes = out.num_elements() * dtype_size(x.dtype());
+    if (bytes) std::memcpy(out.raw_data(), x.raw_data(), bytes);
+    return;
+  }
+  std::vector<int64_t> counts(b.size());
+  for (int r = 0; r < b.size(); ++r) counts[r] = rows[r] * per_row;
+  b.reduce_scatter_sum(x.raw_data(), out.raw_data(), counts, x.dtype());
+}
+
+int64_t reduce_scatter_flops(const CostContext& ctx) {
+  const int64_t size = collective_backend().size();
+  return std::max<int64_t>(0, ctx.input_shapes[0].num_elements()) * (size - 1) / size;
+}
+
+std::vector<Output> allgather_grad(const Scope& s, const Node& n, std::span<const Output> dy) {
+  return {reduce_scatter(s, dy[0], n.input(0))};
+}
+std::vector<Output> reduce_scatter_grad(const Scope& s, const Node& n, std::span<const Output> dy) {
+  return {allgather(s, dy[0]), Output{}};
+}
+
+}  // namespace
+
+CollectiveBackend& collective_backend() {
+  std::lock_guard lock(backend_mutex);
+  return *backend_slot();
+}
+
+void set_collective_backend(std::shared_ptr<CollectiveBackend> backend) {
+  std::lock_guard lock(backend_mutex);
+  backend_slot() = backend ? std::move(backend) : std::make_shared<LocalBackend>();
+}
+
+std::vector<Output> allreduce(const Scope& scope, const std::vector<Output>& inputs, ReduceOp op, CallSite site) {
+  if (inputs.empty()) throw InvalidArgumentError("[Allreduce] allreduce needs at least one tensor");
+  Node* node = scope.add_node(op_def("Allreduce"), inputs,
+                              {{"reduction", std::string(op == ReduceOp::kAverage ? "average" : "sum")}}, site);
+  std::vector<Output> outs;
+  for (int i = 0; i < node->num_outputs(); ++i) outs.push_back(node->output(i));
+  return outs;
+}
+
+Output allreduce(const Scope& scope, Output x, ReduceOp op, CallSite site) {
+  return allreduce(scope, std::vector<Output>{x}, op, site).front();
+}
+
+Output broadcast(const Scope& scope, Output x, int root_rank, CallSite site) {
+  return scope.add_node(op_def("Broadcast"), {x}, {{"root_rank", int64_t{root_rank}}}, site)->output(0);
+}
+
+Output reduce(const Scope& scope, Output x, int root_rank, CallSite site) {
+  return scope.add_node(op_def("Reduce"), {x}, {{"root_rank", int64_t{root_rank}}}, site)->output(0);
+}
+
+Output allgather(const Scope& scope, Output x, CallSite site) {
+  return scope.add_node(op_def("Allgather"), {x}, {}, site)->output(0);
+}
+
+Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) {
+  return scope.add_node(op_def("ReduceScatter"), {x, like}, {}, site)->output(0);
+}
+
+std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, int64_t output_bytes) {
+  const std::string& op = node.op().name;
+  const int64_t n = collective_backend().size();
+  CollectiveTraceArgs args{.algorithm = {}, .ranks = n};
+  if (op == "Allreduce") {
+    args.algorithm = node.num_inputs() > 1 ? "MPI_Allreduce (fused buffer)" : "MPI_Allreduce";
+    args.bytes_moved = 2 * (n - 1) * output_bytes / n;
+  } else if (op == "Broadcast" || op == "Reduce") {
+    args.algorithm = op == "Broadcast" ? "MPI_Bcast" : "MPI_Reduce";
+    args.bytes_moved = n > 1 ? output_bytes : 0;
+  } else if (op == "Allgather") {
+    args.algorithm = "MPI_Allgatherv";
+    args.bytes_moved = (n - 1) * output_bytes / n;
+  } else if (op == "ReduceScatter") {
+    args.algorithm = "MPI_Reduce_scatter";
+    args.bytes_moved = (n - 1) * output_bytes;  // the other ranks' parts of the sum
+  } else {
+    return std::nullopt;
+  }
+  if (n == 1) args.algorithm = "none (one process)";
+  return args;
+}
+
+void register_collective_ops(OpRegistry& registry) {
+  // Stateful: a collective must run on every rank every time it is reached, never be folded or
+  // pruned as a constant on one rank only.
+  registry.add({.name = "Allreduce",
+                .num_inputs = -1,
+                .num_outputs = -1,
+                .shape = allreduce_shape,
+                .kernel = allreduce_kernel,
+                .flops = allreduce_flops,
+                .gradient = allreduce_grad,
+                .stateful = true,
+                .doc = "Inputs (x...: one dtype); attr reduction (sum or average). Each output is its input summed "
+                       "(or averaged) over the ranks; the inputs travel fused in one buffer, one MPI_Allreduce."});
+  registry.add({.name = "Broadcast",
+                .num_inputs = 1,
+                .shape = rooted_shape,
+                .kernel = broadcast_kernel,
+                .flops = no_float_ops,
+                .gradient = broadcast_grad,
+                .stateful = true,
+                .doc = "Input x; attr root_rank. The root rank's x on every rank (MPI_Bcast)."});
+  registry.add({.name = "Reduce",
+                .num_inputs = 1,
+                .shape = rooted_shape,
+                .kernel = reduce_kernel,
+                .flops = reduce_flops,
+                .gradient = reduce_grad,
+                .stateful = true,
+                .doc = "Input x; attr root_rank. On the root rank the sum of x over the ranks, zeros elsewhere "
+                       "(MPI_Reduce)."});
+  registry.add({.name = "Allgather",
+                .num_inputs = 1,
+                .shape = allgather_shape,
+                .kernel = allgather_kernel,
+                .flops = no_float_ops,
+                .gradient = allgather_grad,
+                .stateful = true,
+                .doc = "Input x (rank >= 1). Every rank's x concatenated along dim 0 in rank order; dim 0 may differ "
+                       "between ranks (MPI_Allgatherv)."});
+  registry.add({.name = "ReduceScatter",
+                .num_inputs = 2,
+                .shape = reduce_scatter_shape,
+                .kernel = reduce_scatter_kernel,
+                .flops = reduce_scatter_flops,
+                .gradient = reduce_scatter_grad,
+                .stateful = true,
+                .doc = "Inputs (x, like). This rank's rows of the sum of x over the ranks: like.dim(0) rows after "
+                       "those of the lower ranks (MPI_Reduce_scatter); Allgather's gradient."});
+}
+
+}  // namespace stepscope
