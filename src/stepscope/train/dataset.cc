@@ -714,7 +714,7 @@ class ShardDataset : public DatasetImpl {
     }
   };
 
-  std::unique_ptr<ElementIterator> make_iterator(const Context& ctx) const override {
+  std::unique_ptr<ElementIterator> make_stage_iterator(const Context& ctx) const override {
     auto it = std::make_unique<It>(row_access());
     it->d = self<ShardDataset>();
     it->input = input_->make_iterator(ctx);
