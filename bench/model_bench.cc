@@ -6,6 +6,9 @@
 //     prints one JSON line: model, side, threads, median_ms, min_ms, steps, page_faults_per_step
 //     (minor faults over the timed steps / N), max_rss_kib (peak RSS of the process),
 //     flops_per_step, parameters, loss (after the last step; null when not finite).
+//   mpirun -np 2 model_bench --model mlp --distributed ...
+//     the same, data-parallel: DistributedOptimizer averages the gradients over the ranks (each
+//     its own batch); rank 0 prints the line, with "ranks".
 //   model_bench --list
 //     one JSON line per model: name, description, default_steps, flops_per_step, parameters.
 //   model_bench --gemm-peak [--size 1024] [--repeats 5]
@@ -25,6 +28,7 @@
 
 #include "models.h"
 #include "stepscope/base/error.h"
+#include "stepscope/dist/mpi.h"
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/internal/blas.h"
 #include "stepscope/ops/linalg_ops.h"
@@ -70,11 +74,12 @@ int run_model(const ModelEntry& entry, int threads, int steps, int warmup) {
   // The median: the middle step, or the mean of the two middle ones.
   const size_t n = sorted.size();
   const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  if (dist::rank() != 0) return 0;  // a data-parallel job: rank 0 speaks for it
   std::printf(
-      "{\"model\": %s, \"side\": \"stepscope\", \"threads\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, "
+      "{\"model\": %s, \"side\": \"stepscope\", \"ranks\": %d, \"threads\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, "
       "\"steps\": %d, \"page_faults_per_step\": %.2f, \"max_rss_kib\": %lld, \"flops_per_step\": %.0f, "
       "\"parameters\": %lld, \"loss\": %s}\n",
-      quoted(entry.name).c_str(), threads, median, sorted.front(), steps,
+      quoted(entry.name).c_str(), dist::size(), threads, median, sorted.front(), steps,
       static_cast<double>(after.minor_faults - before.minor_faults) / steps, static_cast<long long>(after.max_rss_kib),
       model->flops_per_step, static_cast<long long>(model->parameters),
       std::isfinite(loss) ? std::to_string(loss).c_str() : "null");
@@ -118,7 +123,7 @@ int gemm_peak(int64_t size, int repeats) {
 int usage_error(const char* message) {
   std::fprintf(stderr,
                "model_bench: %s\n"
-               "usage: model_bench --model NAME [--threads T] [--steps N] [--warmup W] [--json]\n"
+               "usage: model_bench --model NAME [--threads T] [--steps N] [--warmup W] [--distributed] [--json]\n"
                "       model_bench --list\n"
                "       model_bench --gemm-peak [--size S] [--repeats R]\n"
                "models:",
@@ -133,7 +138,7 @@ int main_impl(int argc, char** argv) {
   std::string model_name;
   int threads = 1, steps = 0, warmup = -1, repeats = 5;
   int64_t size = 1024;
-  bool list = false, peak = false;
+  bool list = false, peak = false, distributed = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> const char* {
@@ -163,6 +168,8 @@ int main_impl(int argc, char** argv) {
       if (!number(size) || size < 1) return usage_error("--size needs a number >= 1");
     } else if (arg == "--repeats") {
       if (!number(repeats) || repeats < 1) return usage_error("--repeats needs a number >= 1");
+    } else if (arg == "--distributed") {
+      distributed = true;
     } else if (arg == "--json") {
       // The only output format; accepted for symmetry with bench/pytorch_models.py.
     } else if (arg == "--list") {
@@ -183,7 +190,13 @@ int main_impl(int argc, char** argv) {
   if (!entry) return usage_error(("unknown model " + model_name).c_str());
   if (steps == 0) steps = entry->default_steps;
   if (warmup < 0) warmup = std::max(2, steps / 5);
-  return run_model(*entry, threads, steps, warmup);
+  if (distributed) {
+    dist::init();
+    set_distributed_training(true);
+  }
+  const int rc = run_model(*entry, threads, steps, warmup);
+  if (distributed) dist::shutdown();
+  return rc;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stepscope/dist/distributed_optimizer.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
@@ -17,6 +18,8 @@
 
 namespace stepscope::bench {
 namespace {
+
+bool distributed_training = false;
 
 constexpr int64_t kBatch = 64;
 constexpr uint64_t kDataSeed = 42;
@@ -142,7 +145,9 @@ class Layers {
   void finish_loss(Output loss, Optimizer& optimizer) {
     model_.loss = loss;
     const std::vector<Node*> update_ops = get_update_ops(model_.g);
-    model_.train = optimizer.minimize(update_ops.empty() ? root_ : root_.with_control_dependencies(update_ops), loss);
+    const Scope scope = update_ops.empty() ? root_ : root_.with_control_dependencies(update_ops);
+    model_.train =
+        distributed_training ? DistributedOptimizer(optimizer).minimize(scope, loss) : optimizer.minimize(scope, loss);
     model_.init = global_variables_initializer(root_);
     for (const Variable& v : trainable_variables(model_.g)) model_.parameters += v.shape().num_elements();
   }
@@ -294,5 +299,7 @@ const ModelEntry* find_bench_model(std::string_view name) {
     if (entry.name == name) return &entry;
   return nullptr;
 }
+
+void set_distributed_training(bool on) { distributed_training = on; }
 
 }  // namespace stepscope::bench

@@ -48,6 +48,10 @@ struct ModelEntry {
 
 // The suite, in the order the table prints it.
 std::span<const ModelEntry> bench_models();
+// Models built after this train data-parallel: their optimizer wrapped in DistributedOptimizer
+// (gradients averaged over the ranks of an mpirun job; dist::init() first). Each rank keeps its
+// own batch, so a job of N ranks trains on N batches a step.
+void set_distributed_training(bool on);
 // The entry called `name`, or nullptr.
 const ModelEntry* find_bench_model(std::string_view name);
 
