@@ -128,9 +128,13 @@ void ProfileModel::sync_graph(const Graph& graph) {
 
   const StepStats no_step;
   const RunShapes static_shapes(graph, no_step);
+  // A fresh model (a new Profiler's) knows no node yet: nothing to look up, and room for all.
+  const bool fresh_model = nodes.empty();
+  nodes.reserve(nodes.size() + static_cast<size_t>(n - first));
+  by_name_.reserve(nodes.size() + static_cast<size_t>(n - first));
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
-    int32_t index = find(node.name());
+    int32_t index = fresh_model ? -1 : find(node.name());
     ModelNode fresh;
     ModelNode& m = index >= 0 ? nodes[index] : fresh;
     if (index >= 0 && m.graph_id >= 0 && same_graph) continue;
