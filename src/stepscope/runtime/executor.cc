@@ -45,13 +45,7 @@ struct Executor::RunState {
     std::vector<InputStage> stages;
     void add_stages(const Node& node, std::span<const KernelStageTime> times) override {
       std::lock_guard<std::mutex> lock(mutex);
-      for (const KernelStageTime& t : times) {
-        auto it = std::find_if(stages.begin(), stages.end(),
-                               [&](const InputStage& s) { return s.node == node.name() && s.stage == t.stage; });
-        if (it == stages.end()) it = stages.insert(stages.end(), InputStage{node.name(), t.stage, 0, 0});
-        it->self_ns += t.self_ns;
-        it->calls += t.calls;
-      }
+      for (const KernelStageTime& t : times) add_input_stage(stages, {node.name(), t.stage, t.self_ns, t.calls});
     }
   } stage_sink;
   int64_t start_ticks = 0;

@@ -64,6 +64,19 @@ struct InputStage {
   bool operator==(const InputStage&) const = default;
 };
 
+// Adds `stage` to the list: to its entry of the same node and stage when there is one (times and
+// calls add up), else as a new entry at the end.
+inline void add_input_stage(std::vector<InputStage>& stages, const InputStage& stage) {
+  for (InputStage& s : stages) {
+    if (s.node == stage.node && s.stage == stage.stage) {
+      s.self_ns += stage.self_ns;
+      s.calls += stage.calls;
+      return;
+    }
+  }
+  stages.push_back(stage);
+}
+
 struct RunMetadata {
   StepStats step_stats;  // filled when trace_level > NO_TRACE
   StepTiming step_timing;

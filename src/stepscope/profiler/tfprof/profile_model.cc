@@ -210,16 +210,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     data.base_wall_ns = stats.base_wall_ns;
   }
   // Several RunMetadata of one step: their stages add up.
-  for (const InputStage& stage : metadata.input_stages) {
-    auto it = std::find_if(data.input_stages.begin(), data.input_stages.end(),
-                           [&](const InputStage& s) { return s.node == stage.node && s.stage == stage.stage; });
-    if (it == data.input_stages.end()) {
-      data.input_stages.push_back(stage);
-    } else {
-      it->self_ns += stage.self_ns;
-      it->calls += stage.calls;
-    }
-  }
+  for (const InputStage& stage : metadata.input_stages) add_input_stage(data.input_stages, stage);
 
   // Where each node's NodeStep is in data.nodes (a step added again merges into it).
   std::vector<int32_t> slot(nodes.size(), -1);
