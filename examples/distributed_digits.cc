@@ -3,17 +3,23 @@
 // across the ranks by DistributedOptimizer, and every rank starts from rank 0's variables. Run it
 // as one process, or as several:
 //
-//   distributed_digits [--data data/digits.csv.gz] [--epochs 20]
-//   mpirun -np 2 distributed_digits --data data/digits.csv.gz
+//   distributed_digits [--data data/digits.csv.gz] [--epochs 20] [--trace_dir DIR]
+//   mpirun -np 2 distributed_digits --data data/digits.csv.gz --trace_dir runs/digits
 //
 // Rank 0 prints the test accuracy; every rank checks that its model is rank 0's (the same test
-// accuracy), so the ranks stayed in step.
+// accuracy), so the ranks stayed in step. With --trace_dir, every rank's ProfilerHook traces
+// the same steps (every 100) into DIR/rank<r>: `stepscope merge` makes one timeline of them, and
+// `stepscope serve DIR/..` shows the job with its ranks merged and who waited for whom.
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <string>
 
-#include "stepscope/dist/broadcast_variables.h"
 #include "stepscope/dist/distributed_optimizer.h"
 #include "stepscope/dist/mpi.h"
+#include "stepscope/hooks/broadcast_global_variables_hook.h"
+#include "stepscope/hooks/monitored_training_session.h"
+#include "stepscope/hooks/profiler_hook.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/train/dataset.h"
@@ -21,8 +27,20 @@
 
 using namespace stepscope;
 
+// Runs `at_end` on the session as it ends (TF's way to read a trained model once the input ran
+// out: the session still holds the variables, the MonitoredSession no longer runs steps).
+class EndHook : public SessionRunHook {
+ public:
+  explicit EndHook(std::function<void(Session&)> at_end) : at_end_(std::move(at_end)) {}
+  void end(Session& session) override { at_end_(session); }
+
+ private:
+  std::function<void(Session&)> at_end_;
+};
+
 int main(int argc, char** argv) {
   std::string data = "data/digits.csv.gz";
+  std::string trace_dir;
   int epochs = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -30,6 +48,8 @@ int main(int argc, char** argv) {
       data = argv[i + 1];
     else if (flag == "--epochs")
       epochs = std::stoi(argv[i + 1]);
+    else if (flag == "--trace_dir")
+      trace_dir = argv[i + 1];
   }
   try {
     dist::init();
@@ -63,22 +83,28 @@ int main(int argc, char** argv) {
     Output accuracy =
         reduce_mean(root, cast(root, equal(root, argmax(root, logits, 1, DType::kInt32), labels), DType::kFloat32));
     Output rank0_accuracy = broadcast(root, accuracy, 0);
-    Node* init = global_variables_initializer(root);
-    Node* sync = broadcast_global_variables(root, 0);
-
-    Session session(g);
-    session.run(init);
-    session.run(sync);
-    int64_t steps = 0;
-    try {
-      for (;; ++steps) session.run({}, {}, {train});
-    } catch (const OutOfRangeError&) {
-    }
-
     Graph test_graph;
     auto next = test_rows.batch(1 << 20).make_iterator(Scope(test_graph)).get_next();
     auto test = Session(test_graph).run({}, {next[0], next[1]});
-    auto acc = session.run({{x, test[0]}, {labels, test[1]}}, {accuracy, rank0_accuracy});
+
+    // Every rank starts from rank 0's variables (the hook broadcasts them once the session is
+    // made); every rank traces the same global steps into a directory of its own.
+    BroadcastGlobalVariablesHook sync(0);
+    std::vector<Tensor> acc;
+    EndHook evaluate([&](Session& session) {
+      acc = session.run({{x, test[0]}, {labels, test[1]}}, {accuracy, rank0_accuracy});
+    });
+    std::vector<SessionRunHook*> hooks = {&sync, &evaluate};
+    std::optional<ProfilerHook> profiler;
+    if (!trace_dir.empty()) {
+      profiler.emplace(ProfilerHookOptions{
+          .save_steps = 100, .output_dir = trace_dir + "/rank" + std::to_string(rank), .save_run_metadata = false});
+      hooks.push_back(&*profiler);
+    }
+    MonitoredSession session = MonitoredTrainingSession(g, {.hooks = hooks, .log_step_count_steps = 0});
+    int64_t steps = 0;
+    while (!session.should_stop() && !session.run(Fetch::list({train})).empty()) ++steps;
+    session.close();  // the hooks' end(): `evaluate` reads the test accuracy of the trained model
     const float mine = acc[0].scalar_value<float>(), rank0 = acc[1].scalar_value<float>();
     if (rank == 0)
       std::printf("MLP on %s, %d rank(s) (%s): %lld steps of a global batch of 64, test accuracy %.2f%%\n",

@@ -25,7 +25,13 @@ scripts/browser_test.sh "$corpus" "${example_timelines[@]}"
 # timelines with memory), every page clicked through offline (screenshots in build/browser-artifacts).
 rm -rf build/serve-runs && mkdir -p build/serve-runs
 cp -r build/timeline_track build/fashion_timelines build/model_dir build/serve-runs/
-scripts/browser_test.sh --serve build/serve-runs build
+# ... and the data-parallel example's 2 ranks (example.distributed_digits_np2), a job shown merged.
+expect_job=0
+if grep -q '^STEPSCOPE_MPI:BOOL=ON' build/CMakeCache.txt; then
+  cp -r build/distributed_runs/digits build/serve-runs/
+  expect_job=1
+fi
+SERVE_EXPECT_JOB=$expect_job scripts/browser_test.sh --serve build/serve-runs build
 # A big trace (~260,000 events) in the viewer through server-side windows (trace_window.h), and
 # windows of every trace in the corpus, which must import as cleanly as the traces themselves.
 scripts/browser_test.sh --windowed build "$corpus"

@@ -2,7 +2,8 @@
 // clicked through as a user would: the runs → a run (step-time chart, scalars, traced steps) → a
 // traced step in catapult's viewer that stepscope serves itself (no internet) → tfprof's views as
 // tables (options as controls, sorting, filtering) → the advisor and critical path → a step's
-// memory; and, with the run page open, a new trace written into the run appears without a reload.
+// memory → a data-parallel job's ranks merged; and, with the run page open, a new trace written
+// into the run appears without a reload.
 // What each page shows is checked against the server's JSON API (rows, chart points), and each
 // page is saved as a screenshot.
 //
@@ -222,6 +223,45 @@ try {
     break;
   }
   check(memoryShown, 'no run has a timeline with memory tracks to show');
+
+  // 8. A data-parallel job (a directory of rank<N> runs): its steps, one merged in the viewer
+  // with every rank's processes, and who waited for whom at the step's collectives.
+  const jobs = (await getJson('/api/runs')).jobs;
+  if (process.env.SERVE_EXPECT_JOB === '1') check(jobs.length > 0, 'no data-parallel job under ' + runsDir);
+  if (jobs.length) {
+    const job = jobs[0];
+    await page.goto(url);
+    await page.locator('a.job-link', { hasText: job.path }).first().click();
+    await page.waitForSelector('table.job-steps tbody tr');
+    const jobApi = await getJson(`/api/job/${apiPath(job.path)}`);
+    const stepRows = await page.locator('table.job-steps tbody tr').count();
+    check(stepRows === jobApi.steps.length, `job ${job.path}: ${stepRows} steps shown, the API lists ${jobApi.steps.length}`);
+    const stragglers = (await getJson(`/api/stragglers/${apiPath(job.path)}`)).stragglers;
+    const bars = await page.locator('.rank-wait').count();
+    check(bars === Object.keys(stragglers.total_wait_us).length,
+          `job ${job.path}: ${bars} rank wait bars, the API has ${Object.keys(stragglers.total_wait_us).length}`);
+    check(stragglers.collectives.length > 0, `job ${job.path}: no collective in its latest step's stragglers`);
+    const collectiveRows = await page.locator('table.stragglers tbody tr').count();
+    check(collectiveRows === stragglers.collectives.length,
+          `job ${job.path}: ${collectiveRows} collectives listed, the API has ${stragglers.collectives.length}`);
+    await shot('job');
+    await page.locator('a.merged-view-step').click();
+    await page.waitForFunction(() => window.stepscopeModel !== undefined, null, { timeout: 60000 });
+    const merged = await page.evaluate(() => {
+      const model = window.stepscopeModel;
+      const names = model.getAllProcesses().map((p) => p.name || '');
+      let slices = 0;
+      for (const thread of model.getAllThreads()) slices += thread.sliceGroup.slices.length;
+      return { names, slices, warnings: model.importWarnings.length };
+    });
+    await page.waitForTimeout(500);
+    await page.screenshot({ path: join(artifacts, 'serve_job_merged.png') });
+    console.log(`job ${job.path}: ${stepRows} steps, merged step ${JSON.stringify(merged)}`);
+    for (let r = 0; r < job.ranks; ++r)
+      check(merged.names.some((n) => n.startsWith(`rank ${r}: `)), `merged view of ${job.path}: no process of rank ${r} in ${merged.names}`);
+    check(merged.slices > 0, `merged view of ${job.path}: no slices`);
+    check(!merged.warnings, `merged view of ${job.path}: ${merged.warnings} import warnings`);
+  }
 
   check(!pageErrors.length, `script errors on the pages: ${pageErrors.join('; ')}`);
   const foreign = requests.filter((r) => !r.startsWith(base) && !r.startsWith('data:'));

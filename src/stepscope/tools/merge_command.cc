@@ -125,10 +125,10 @@ std::string merge_rank_traces(const std::vector<std::pair<std::string, std::stri
   return "{\"traceEvents\":[" + events + "]," + rest.dump().substr(1);
 }
 
-std::string straggler_report(const std::string& merged_trace, size_t top) {
+Stragglers find_stragglers(const std::string& merged_trace) {
   const json trace = json::parse(merged_trace, nullptr, /*allow_exceptions=*/false);
   if (trace.is_discarded() || !trace.is_object() || !trace.contains("traceEvents"))
-    throw InvalidArgumentError("straggler_report: not a Chrome trace");
+    throw InvalidArgumentError("straggler report: not a Chrome trace");
   // Each process's rank, from the names merge gave them ("rank R: ...").
   std::map<int64_t, int64_t> rank_of_pid;
   for (const json& e : trace["traceEvents"])
@@ -152,38 +152,62 @@ std::string straggler_report(const std::string& merged_trace, size_t top) {
     const int n = seen[{rank, name}]++;
     runs[{name, n}][rank] = (*e)["ts"].get<double>();
   }
-  struct Row {
-    std::string what;
-    int64_t last_rank;
-    double max_wait;
-    std::string waits;
-  };
-  std::vector<Row> rows;
-  std::map<int64_t, double> total_wait;
+  Stragglers result;
   for (const auto& [key, starts] : runs) {
     if (starts.size() < 2) continue;
     auto last = std::max_element(starts.begin(), starts.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
-    Row row{key.first + (key.second ? " #" + std::to_string(key.second + 1) : ""), last->first, 0, ""};
+    CollectiveWait row{.collective = key.first + (key.second ? " #" + std::to_string(key.second + 1) : ""),
+                       .last_rank = last->first,
+                       .wait_us = {}};
     for (const auto& [rank, start] : starts) {
+      result.total_wait_us[rank] += 0;  // every rank is in the totals, the last to arrive too
       if (rank == last->first) continue;
       const double wait = last->second - start;
-      total_wait[rank] += wait;
-      row.max_wait = std::max(row.max_wait, wait);
-      char text[64];
-      std::snprintf(text, sizeof text, "%srank %lld %.3f", row.waits.empty() ? "" : ", ", static_cast<long long>(rank),
-                    wait);
-      row.waits += text;
+      result.total_wait_us[rank] += wait;
+      row.max_wait_us = std::max(row.max_wait_us, wait);
+      row.wait_us[rank] = wait;
     }
-    rows.push_back(std::move(row));
+    result.collectives.push_back(std::move(row));
   }
-  if (rows.empty()) return "no collective ran on two ranks or more\n";
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.max_wait > b.max_wait; });
+  std::stable_sort(result.collectives.begin(), result.collectives.end(),
+                   [](const CollectiveWait& a, const CollectiveWait& b) { return a.max_wait_us > b.max_wait_us; });
+  return result;
+}
+
+std::string Stragglers::to_json(size_t top) const {
+  auto by_rank = [](const std::map<int64_t, double>& waits) {
+    json out = json::object();
+    for (const auto& [rank, us] : waits) out[std::to_string(rank)] = us;
+    return out;
+  };
+  json rows = json::array();
+  for (size_t i = 0; i < collectives.size() && i < top; ++i)
+    rows.push_back({{"collective", collectives[i].collective},
+                    {"last_rank", collectives[i].last_rank},
+                    {"max_wait_us", collectives[i].max_wait_us},
+                    {"wait_us", by_rank(collectives[i].wait_us)}});
+  return json{{"collectives", std::move(rows)}, {"total_wait_us", by_rank(total_wait_us)}}.dump();
+}
+
+std::string straggler_report(const std::string& merged_trace, size_t top) {
+  const Stragglers stragglers = find_stragglers(merged_trace);
+  if (stragglers.collectives.empty()) return "no collective ran on two ranks or more\n";
   std::string out = "collective  last to arrive  others waited (us)\n";
-  for (size_t i = 0; i < rows.size() && i < top; ++i)
-    out += rows[i].what + "  rank " + std::to_string(rows[i].last_rank) + "  " + rows[i].waits + "\n";
+  for (size_t i = 0; i < stragglers.collectives.size() && i < top; ++i) {
+    const CollectiveWait& row = stragglers.collectives[i];
+    out += row.collective + "  rank " + std::to_string(row.last_rank) + "  ";
+    bool first = true;
+    for (const auto& [rank, wait] : row.wait_us) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%srank %lld %.3f", first ? "" : ", ", static_cast<long long>(rank), wait);
+      out += text;
+      first = false;
+    }
+    out += "\n";
+  }
   out += "total wait (us):";
-  for (const auto& [rank, wait] : total_wait) {
+  for (const auto& [rank, wait] : stragglers.total_wait_us) {
     char text[64];
     std::snprintf(text, sizeof text, " rank %lld %.3f", static_cast<long long>(rank), wait);
     out += text;

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -47,8 +48,23 @@ std::string merge_rank_traces(const std::vector<std::pair<std::string, std::stri
 // The stragglers of a merged trace: for each collective op run (Allreduce, Broadcast, Reduce,
 // Allgather, ReduceScatter: the n-th event of one node name on each rank), the rank that started
 // it last and how long each other rank waited for it (the last start minus its own start: a
-// collective ends on no rank before the last one arrives), then each rank's total wait. Text, one
-// run a line, the longest waits first (at most `top` runs).
+// collective ends on no rank before the last one arrives), then each rank's total wait.
+struct CollectiveWait {
+  std::string collective;  // its node name, with " #n" from its second run in the trace on
+  int64_t last_rank = 0;   // the rank that arrived last
+  double max_wait_us = 0;
+  std::map<int64_t, double> wait_us;  // by rank, the last rank aside
+};
+struct Stragglers {
+  std::vector<CollectiveWait> collectives;  // the longest waits first
+  std::map<int64_t, double> total_wait_us;  // by rank (every rank seen), over every collective
+  // {"collectives": [{"collective", "last_rank", "max_wait_us", "wait_us": {"<rank>": us}}...]
+  // (at most `top`), "total_wait_us": {"<rank>": us}}
+  std::string to_json(size_t top = 20) const;
+};
+// InvalidArgumentError when `merged_trace` is not a Chrome trace.
+Stragglers find_stragglers(const std::string& merged_trace);
+// find_stragglers as text, one collective a line, the longest waits first (at most `top`).
 std::string straggler_report(const std::string& merged_trace, size_t top = 20);
 
 }  // namespace stepscope

@@ -146,6 +146,15 @@ TEST(Merge, StragglerReportNamesTheLastRankAndTheWaits) {
             "grads #2  rank 1  rank 0 2.000\n"
             "total wait (us): rank 0 32.000 rank 1 5.000\n");
   EXPECT_EQ(straggler_report(json{{"traceEvents", json::array()}}.dump()), "no collective ran on two ranks or more\n");
+  // The same numbers as JSON, for `stepscope serve`'s job page.
+  const json stragglers = json::parse(find_stragglers(trace.dump()).to_json(2));
+  ASSERT_EQ(stragglers["collectives"].size(), 2u);
+  EXPECT_EQ(stragglers["collectives"][0]["collective"], "grads");
+  EXPECT_EQ(stragglers["collectives"][0]["last_rank"], 1);
+  EXPECT_EQ(stragglers["collectives"][0]["wait_us"]["0"], 30.0);
+  EXPECT_EQ(stragglers["collectives"][1]["collective"], "w");
+  EXPECT_EQ(stragglers["total_wait_us"], json({{"0", 32.0}, {"1", 5.0}}));
+  EXPECT_THROW(find_stragglers("[1,2"), InvalidArgumentError);
 }
 
 }  // namespace

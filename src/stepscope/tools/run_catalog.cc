@@ -35,7 +35,6 @@ int64_t numbered(std::string_view name, std::string_view prefix, std::initialize
   return -1;
 }
 
-int64_t trace_step(std::string_view name) { return numbered(name, "timeline-", {".json", ".json.gz"}); }
 int64_t run_metadata_step(std::string_view name) { return numbered(name, "run_metadata-", {".pb", ".pb.gz"}); }
 bool is_event_file(std::string_view name) { return name.find("tfevents") != std::string_view::npos; }
 
@@ -125,6 +124,8 @@ void append_files(std::string& out, const std::vector<RunFile>& files) {
 }
 
 }  // namespace
+
+int64_t trace_step(std::string_view name) { return numbered(name, "timeline-", {".json", ".json.gz"}); }
 
 std::string RunSummary::to_json(size_t max_points_per_series) const {
   std::string out = "{\"path\":";

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepscope/profiler/tfprof/step_timings.h"
@@ -100,6 +101,10 @@ class RunCatalog {
   std::map<std::string, CachedProfile> profiles_;
   std::mutex profile_mu_;
 };
+
+// The step of a timeline ProfilerHook wrote ("timeline-<step>.json", or ".json.gz"); -1 for any
+// other name.
+int64_t trace_step(std::string_view name);
 
 // The file name of a run's saved profile, as ProfilerHook writes it.
 inline constexpr const char* kRunProfileName = "profile";

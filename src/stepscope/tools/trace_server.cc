@@ -247,7 +247,7 @@ std::optional<std::string> read_whole(const fs::path& file) {
 // from this server, or, `windowed` (a big trace), windows of it (trace_window.h) under an overview
 // strip. window.stepscopeModel is the imported model (for tests), window.stepscopeWindow the
 // window shown.
-std::string render_viewer(std::string_view path, bool windowed) {
+std::string render_viewer(std::string_view path, bool windowed, std::string_view fetch_url = {}) {
   std::ostringstream html;
   html
       << "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>stepscope: " << html_escape(path)
@@ -260,7 +260,8 @@ std::string render_viewer(std::string_view path, bool windowed) {
       << "#overview{width:100%;height:48px;display:block;cursor:crosshair}#window-info.sampled{color:#b06000}"
       << "</style>\n</head><body>\n"
       << "<div id=\"status\">loading " << html_escape(path) << " ...</div>\n<script>\n"
-      << "const TRACE = " << json_literal(path) << ", URL_PATH = " << json_literal("/" + url_path(path))
+      << "const TRACE = " << json_literal(path)
+      << ", URL_PATH = " << json_literal(fetch_url.empty() ? "/" + url_path(path) : std::string(fetch_url))
       << ", WINDOWED = " << (windowed ? "true" : "false") << ";\n"
       << R"js(function say(text) { document.getElementById('status').textContent = text; }
 function viewerMissing() {
@@ -399,6 +400,9 @@ HttpReply handle_request(const ServedDirectory& served, const HttpRequest& reque
   }
   if (path.rfind("/viewer/", 0) == 0) {
     const std::string relative = path.substr(8);
+    // A data-parallel job's step, its ranks' timelines merged by the API (rank_jobs.h).
+    if (find_pair(query, "merged", '&') == "1")
+      return with_headers({200, "text/html", render_viewer(relative, false, "/api/merged/" + url_path(relative))});
     const int status = resolve(served, relative, file);
     if (status != 200) return text_reply(status, status == 403 ? "forbidden\n" : "not found\n");
     return with_headers({200, "text/html", render_viewer(relative, use_windowed_viewer(file, query))});

@@ -93,7 +93,8 @@ struct HttpRequest {
 //   as JSON; "/api/trace_summary/<path>" and "/api/trace_window/<path>?start=&end=&resolution=":
 //   a trace's overview and windows as JSON (trace_window.h; 400 for a bad parameter, 422 for a
 //   file that is not a trace); "/api/...": web_api.h; "/viewer/<path>": the trace at <path> in
-//   catapult's viewer (a big one through windows: "?mode=window" or "?mode=full" decides);
+//   catapult's viewer (a big one through windows: "?mode=window" or "?mode=full" decides;
+//   "<job>/timeline-<N>.json?merged=1": a data-parallel job's ranks merged, rank_jobs.h);
 //   "/static/<file>": the viewer's two files; "/<path>":
 //   the file at <path> under the root, application/json (or application/gzip for .gz);
 //   405 for any other method; 414 for a target over 4 KiB; 400 for a target that is not an

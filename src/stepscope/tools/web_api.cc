@@ -9,10 +9,13 @@
 #include <string>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/base/json_out.h"
 #include "stepscope/profiler/critical_path.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/runtime/step_stats.h"
+#include "stepscope/tools/merge_command.h"
+#include "stepscope/tools/rank_jobs.h"
 #include "stepscope/tools/run_catalog.h"
 
 namespace stepscope {
@@ -253,12 +256,48 @@ HttpReply memory_reply(const ServedDirectory& served, std::string_view run_path,
                     ",\"memory_by_kind\":" + (memory ? memory->to_json() : "null") + "}");
 }
 
+// A data-parallel job's step (rank_jobs.h): the step asked for ("step", the latest traced when
+// absent), its merged trace's viewer path and who waited for whom at its collectives.
+HttpReply stragglers_reply(const ServedDirectory& served, std::string_view job_path, std::string_view query) {
+  const auto params = parse_query(query);
+  const RankJob job = read_rank_job(served.root, run_directory(served, job_path));
+  const auto steps = job.steps();
+  int64_t step = steps.rbegin()->first;
+  if (auto it = params.find("step"); it != params.end() && it->second != "-1") step = parse_int("step", it->second);
+  const std::string merged = merge_rank_job_step(served.root, job, step, kDefaultMaxDecompressedBytes);
+  std::string trace;
+  json_out::append_string(trace,
+                          (job.path == "." ? "" : job.path + "/") + "timeline-" + std::to_string(step) + ".json");
+  return json_reply("{\"step\":" + std::to_string(step) + ",\"trace\":" + trace +
+                    ",\"stragglers\":" + find_stragglers(merged).to_json(50) + "}");
+}
+
+// "<job>/timeline-<step>.json": the ranks' timelines of the step, merged.
+HttpReply merged_trace_reply(const ServedDirectory& served, std::string_view path) {
+  const size_t slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const int64_t step = trace_step(name);
+  if (step < 0) throw NotFoundError("not a merged timeline: " + std::string(path) + " (<job>/timeline-<step>.json)");
+  const RankJob job =
+      read_rank_job(served.root, run_directory(served, slash == std::string_view::npos ? "." : path.substr(0, slash)));
+  return json_reply(merge_rank_job_step(served.root, job, step, kDefaultMaxDecompressedBytes));
+}
+
 std::string runs_json(const ServedDirectory& served) {
   std::string out = "{\"title\":";
   json_out::append_string(out, served.title);
-  out += ",\"runs\":[";
+  const std::vector<RunEntry> runs = served.catalog->runs();
+  out += ",\"jobs\":[";
+  bool first_job = true;
+  for (const auto& [path, ranks] : find_rank_jobs(runs)) {
+    out += first_job ? "{\"path\":" : ",{\"path\":";
+    first_job = false;
+    json_out::append_string(out, path);
+    out += ",\"ranks\":" + std::to_string(ranks) + "}";
+  }
+  out += "],\"runs\":[";
   bool first = true;
-  for (const RunEntry& run : served.catalog->runs()) {
+  for (const RunEntry& run : runs) {
     if (!first) out += ',';
     first = false;
     out += "{\"path\":";
@@ -299,6 +338,9 @@ std::optional<HttpReply> handle_api_request(const ServedDirectory& served, std::
     if (route("/api/tfprof/", run)) return tfprof_reply(served, run, query);
     if (route("/api/advise/", run)) return advise_reply(served, run, query);
     if (route("/api/memory/", run)) return memory_reply(served, run, query);
+    if (route("/api/job/", run)) return json_reply(read_rank_job(served.root, run_directory(served, run)).to_json());
+    if (route("/api/stragglers/", run)) return stragglers_reply(served, run, query);
+    if (route("/api/merged/", run)) return merged_trace_reply(served, run);
   } catch (const Error& e) {
     const std::string message = without_root(served, e.what());
     switch (e.code()) {

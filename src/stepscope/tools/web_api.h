@@ -2,8 +2,9 @@
 // served directory (run_catalog.h). Paths are relative to that directory ("." is the directory
 // itself) and confined to it as every other path the server takes.
 //
-//   /api/runs                   {"title", "runs": [{"path", "event_files", "traces", "has_profile",
-//                               "modified"}...]}
+//   /api/runs                   {"title", "jobs": [{"path", "ranks"}...] (the data-parallel jobs:
+//                               directories of two or more rank<N> runs with timelines), "runs":
+//                               [{"path", "event_files", "traces", "has_profile", "modified"}...]}
 //   /api/run/<run>              RunSummary::to_json: scalars by tag ({"points", "data": [[step,
 //                               value, wall_time]...]}, long series thinned to 2,000 points), the
 //                               traced steps' wall times, traces, RunMetadata files, the profile,
@@ -19,6 +20,15 @@
 //                               "trace": the step's timeline or null, "what_if": WhatIf::to_json
 //                               of the step replayed with OP (a node or op type) K times faster
 //                               (default 2), or null}
+//   /api/job/<job>              RankJob::to_json of a data-parallel job's directory (rank_jobs.h:
+//                               its rank<N> runs, each one's traced steps, and each step's ranks)
+//   /api/stragglers/<job>[?step=N]
+//                               {"step" (the latest traced by default), "trace": the merged
+//                               timeline's path for /viewer/<trace>?merged=1, "stragglers":
+//                               Stragglers::to_json of the step's ranks merged (merge_command.h)}
+//   /api/merged/<job>/timeline-<N>.json
+//                               the ranks' timelines of step N merged into one Chrome trace, on
+//                               rank 0's clock (merge_rank_traces)
 //   /api/memory/<run>[?step=N]  {"step", "steps", "memory_by_kind": MemoryByKind::to_json of the
 //                               step's peak (the latest by default), or null when the profile
 //                               has none for it}

@@ -293,13 +293,38 @@ async function runsPage() {
       return;
     }
     const rows = data.runs.map((r) => ({ ...r, name: r.path }));
-    app.replaceChildren(heading, dataTable([
-      { key: 'name', label: 'run', fmt: (v) => el('a', { class: 'run-link', href: hashFor('run', { path: v }), text: v }) },
-      { key: 'event_files', label: 'event files', num: true },
-      { key: 'traces', label: 'traced steps', num: true },
-      { key: 'has_profile', label: 'profile', fmt: (v) => (v ? 'yes' : '') },
-      { key: 'modified', label: 'last written', num: true, fmt: fmtAge },
-    ], rows, { filter: true, sortKey: 'name', sortDir: 1 }));
+    // Data-parallel jobs: a directory of rank<N> runs (one ProfilerHook output directory a rank).
+    const jobs = data.jobs.length ?
+        [
+          el('h2', {text: 'Data-parallel jobs (their ranks\' timelines merged)'}),
+          dataTable(
+              [
+                {
+                  key: 'path',
+                  label: 'job',
+                  fmt: (v) => el('a', {class: 'job-link', href: hashFor('job', {path: v}), text: v})
+                },
+                {key: 'ranks', label: 'ranks', num: true},
+              ],
+              data.jobs, {sortKey: 'path', sortDir: 1, className: 'jobs'}),
+          el('h2', {text: 'Runs'})
+        ] :
+        [];
+    app.replaceChildren(
+        heading, ...jobs,
+        dataTable(
+            [
+              {
+                key: 'name',
+                label: 'run',
+                fmt: (v) => el('a', {class: 'run-link', href: hashFor('run', {path: v}), text: v})
+              },
+              {key: 'event_files', label: 'event files', num: true},
+              {key: 'traces', label: 'traced steps', num: true},
+              {key: 'has_profile', label: 'profile', fmt: (v) => (v ? 'yes' : '')},
+              {key: 'modified', label: 'last written', num: true, fmt: fmtAge},
+            ],
+            rows, {filter: true, sortKey: 'name', sortDir: 1}));
   });
 }
 
@@ -708,9 +733,104 @@ async function memoryPage(params) {
   }
 }
 
+// A data-parallel job: its ranks and traced steps (each step's ranks merged into one timeline on
+// rank 0's clock, opened in the viewer), and for the chosen step who waited for whom at each
+// collective: each rank's total wait as a bar, then the collectives, the longest waits first.
+async function jobPage(params) {
+  const path = params.get('path') || '.';
+  const chosen = params.get('step');
+  setCrumbs(el('a', {href: '#/', text: 'runs'}), el('span', {text: `job ${path}`}));
+  let lastJob = null, stragglers = null;
+  poll(async () => {
+    const jobText = JSON.stringify(await api(runUrl('job', path)));
+    if (jobText === lastJob && stragglers) return;
+    lastJob = jobText;
+    const job = JSON.parse(jobText);
+    const step = chosen !== null ? chosen : String(job.steps[job.steps.length - 1].step);
+    stragglers = await api(`${runUrl('stragglers', path)}?step=${encodeURIComponent(step)}`);
+    const viewer = (s) =>
+        `/viewer/${urlPath(path === '.' ? `timeline-${s}.json` : `${path}/timeline-${s}.json`)}?merged=1`;
+    const parts = [el('h1', {text: `Job ${path}: ${job.ranks.length} ranks`})];
+    parts.push(
+        el('h2', {text: 'Ranks'}),
+        dataTable(
+            [
+              {key: 'rank', label: 'rank', num: true},
+              {key: 'run', label: 'run', fmt: (v) => el('a', {href: hashFor('run', {path: v}), text: v})},
+              {key: 'traced', label: 'traced steps', num: true},
+            ],
+            job.ranks.map((r) => ({...r, traced: r.steps.length})), {sortKey: 'rank', sortDir: 1, className: 'ranks'}));
+    parts.push(
+        el('h2', {text: `Traced steps (${job.steps.length})`}),
+        dataTable(
+            [
+              {key: 'step', label: 'step', num: true},
+              {key: 'ranks', label: 'ranks traced', fmt: (v) => `${v.length} of ${job.ranks.length} (${v.join(', ')})`},
+              {
+                key: 'links',
+                label: '',
+                fmt: (v, r) => el(
+                    'span', {class: 'links'},
+                    el('a', {class: 'merged-view', href: viewer(r.step), text: 'merged timeline'}),
+                    el('a', {class: 'stragglers-link', href: hashFor('job', {path, step: r.step}), text: 'stragglers'}))
+              },
+            ],
+            job.steps, {sortKey: 'step', sortDir: -1, className: 'job-steps'}));
+
+    const {collectives, total_wait_us: totals} = stragglers.stragglers;
+    parts.push(el('h2', {text: `Step ${stragglers.step}: who waited for whom at its collectives`}));
+    if (!collectives.length) {
+      parts.push(el('p', {
+        class: 'muted',
+        text:
+            'No collective of this step ran on two ranks or more (a step traced by one rank only, or a program without collectives).'
+      }));
+    } else {
+      const most = Math.max(1e-9, ...Object.values(totals));
+      parts.push(
+          el('div', {class: 'rank-waits'},
+             Object.entries(totals).map(
+                 ([rank, us]) =>
+                     el('div', {class: 'rank-wait', 'data-rank': rank, 'data-us': us},
+                        el('span', {class: 'rank-label', text: `rank ${rank} `}),
+                        el('span', {class: 'bar wait', style: `width:${Math.round(400 * us / most)}px`}),
+                        el('span', {text: `waited ${fmtMicros(us)} in all`})))));
+      const ranks = Object.keys(totals);
+      parts.push(dataTable(
+          [
+            {key: 'collective', label: 'collective'},
+            {key: 'last_rank', label: 'last to arrive', num: true, fmt: (v) => `rank ${v}`},
+            {key: 'max_wait_us', label: 'longest wait', num: true, fmt: fmtMicros},
+            ...ranks.map((r) => ({
+                           key: `wait_${r}`,
+                           label: `rank ${r} waited`,
+                           num: true,
+                           fmt: (v) => (v === undefined ? '' : fmtMicros(v))
+                         })),
+          ],
+          collectives.map(
+              (c) => ({...c, ...Object.fromEntries(Object.entries(c.wait_us).map(([r, us]) => [`wait_${r}`, us]))})),
+          {sortKey: 'max_wait_us', sortDir: -1, className: 'stragglers'}));
+    }
+    parts.push(el('p', {}, el('a', {
+                    class: 'merged-view-step',
+                    href: viewer(stragglers.step),
+                    text: `open step ${stragglers.step} merged in the timeline viewer`
+                  })));
+    app.replaceChildren(...parts);
+  });
+}
+
 // ----- Routing ---------------------------------------------------------------------------------
 
-const PAGES = { '': runsPage, run: runPage, tfprof: tfprofPage, advice: advicePage, memory: memoryPage };
+const PAGES = {
+  '': runsPage,
+  run: runPage,
+  job: jobPage,
+  tfprof: tfprofPage,
+  advice: advicePage,
+  memory: memoryPage
+};
 
 function route() {
   routeId += 1;
