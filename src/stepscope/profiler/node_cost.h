@@ -25,11 +25,16 @@ class RunShapes {
   std::span<const Shape> outputs(const Node& node) const;
   // The shapes of the node's data inputs, in input order: each producer's output shape.
   std::vector<Shape> inputs(const Node& node) const;
+  // The same into `out` (cleared first), for a caller that reuses it.
+  void inputs(const Node& node, std::vector<Shape>& out) const;
   // Whether the step recorded the node's outputs (it ran in the step, or was fed).
   bool ran(const Node& node) const;
 
  private:
-  std::vector<std::vector<Shape>> outputs_;  // by node id
+  // Every node's output shapes in one array (node id's from first_[id] to first_[id + 1]): one
+  // allocation for the graph, not one a node.
+  std::vector<Shape> outputs_;
+  std::vector<uint32_t> first_;
   std::vector<bool> ran_;
 };
 

@@ -16,7 +16,7 @@ namespace {
 
 // stepscope's own fields (see the header).
 constexpr uint32_t kExtBaseNs = 1001, kExtBaseWallNs = 1002, kExtNodeId = 1001, kExtAllocNanos = 1001,
-                   kExtGraphDevice = 1001;
+                   kExtGraphDevice = 1001, kExtInputStage = 1001;
 
 // ---- Writing ----
 
@@ -493,6 +493,14 @@ std::string serialize_run_metadata(const RunMetadata& metadata) {
       Writer::put_str(b, kExtGraphDevice, pg.device);
     });
   }
+  for (const InputStage& stage : metadata.input_stages) {
+    w.message(out, kExtInputStage, 0, [&](std::string& b, size_t) {
+      Writer::put_str(b, 1, stage.node);
+      Writer::put_str(b, 2, stage.stage);
+      Writer::put_int(b, 3, stage.self_ns);
+      Writer::put_int(b, 4, stage.calls);
+    });
+  }
   return out;
 }
 
@@ -531,6 +539,27 @@ RunMetadata decode_run_metadata(std::string_view bytes) {
           return false;
         }
         return true;
+      });
+    } else if (field == kExtInputStage) {
+      const Where sw{&root, "input_stages", static_cast<int64_t>(md.input_stages.size())};
+      InputStage& stage = md.input_stages.emplace_back();
+      fields(get_bytes(r, type, root, "input_stages"), sw, [&](pw::Reader& sr, uint32_t f, pw::WireType t) {
+        switch (f) {
+          case 1:
+            stage.node = get_bytes(sr, t, sw, "node");
+            return true;
+          case 2:
+            stage.stage = get_bytes(sr, t, sw, "stage");
+            return true;
+          case 3:
+            stage.self_ns = get_int(sr, t, sw, "self_ns");
+            return true;
+          case 4:
+            stage.calls = get_int(sr, t, sw, "calls");
+            return true;
+          default:
+            return false;
+        }
       });
     } else {
       return false;

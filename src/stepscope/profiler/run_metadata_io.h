@@ -34,6 +34,8 @@
 //   NodeExecStats       node_id 1001 (absent: -1)
 //   AllocationRecord    alloc_nanos 1001
 //   GraphDef            device 1001 (a partition's device, even with no node)
+//   RunMetadata         input_stages 1001 (InputStage: node 1, stage 2, self_ns 3, calls 4; the
+//                       datasets' stages a traced run timed)
 // NodeExecStats.op_type is not in the proto: the reader takes it from timeline_label
 // ("name = Op(inputs)"), as TensorFlow's timeline does.
 #pragma once

@@ -101,6 +101,31 @@ TEST(RunMetadataIo, RealTracedStepRoundTripsEveryField) {
   testing::validated(Timeline(back.step_stats).generate_chrome_trace_format(true, true));
 }
 
+// The input stages a traced run timed travel in stepscope's own field (TensorFlow skips it), so a
+// run_metadata-<step>.pb keeps the slowest input stage as the profile does.
+TEST(RunMetadataIo, InputStagesRoundTripInAFieldOfTheirOwn) {
+  RunMetadata md = testing::traced_training_step();
+  md.input_stages = {{.node = "IteratorGetNext", .stage = "Iterator::repeat::batch", .self_ns = 12345, .calls = 3},
+                     {.node = "IteratorGetNext", .stage = "Iterator::repeat::batch::csv", .self_ns = 678, .calls = 96}};
+  const std::string bytes = serialize_run_metadata(md);
+  const RunMetadata back = parse_run_metadata(bytes);
+  EXPECT_EQ(back.input_stages, md.input_stages);
+  expect_same(md.step_stats, back.step_stats);
+  // Without stages the bytes are TensorFlow's fields alone, as before; the stages follow them.
+  md.input_stages.clear();
+  const std::string plain = serialize_run_metadata(md);
+  EXPECT_GT(bytes.size(), plain.size());
+  EXPECT_EQ(bytes.substr(0, plain.size()), plain);
+  // A damaged stage is named.
+  std::string damaged = bytes.substr(0, bytes.size() - 3);
+  try {
+    parse_run_metadata(damaged);
+    FAIL() << "no error";
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find("RunMetadata.input_stages"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunMetadataIo, EveryFieldOfAHandBuiltStep) {
   RunMetadata md;
   StepStats& st = md.step_stats;

@@ -102,8 +102,6 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
   step.node_begin = nodes.size();
   size_t num_step_nodes = 0;
   for (const auto& dev : st.dev_stats) num_step_nodes += dev.node_stats.size();
-  std::unique_ptr<RunShapes> shapes;
-  if (graph && num_step_nodes) shapes = std::make_unique<RunShapes>(*graph, st);
 
   int64_t step_end = st.base_ns + step.shift;
   for (const auto& dev : st.dev_stats) {
@@ -162,7 +160,6 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
       n.tensor_begin = static_cast<uint32_t>(tensors.size());
       for (uint32_t i = 0; i < ns.output.size(); ++i)
         tensors.push_back({static_cast<uint32_t>(nodes.size()), i, n.start, n.end, n.end});
-      if (shapes && graph_node) n.flops = node_float_ops(*graph_node, *shapes);
       nodes.push_back(n);
       names.push_back(ns.node_name);
     }
@@ -220,7 +217,21 @@ void Timeline::Impl::resolve_dataflow(size_t k, NameIndex& index) {
 }
 
 // Logically const: results computed once, on first use (what the constructor leaves out, so a
-// trace of ops alone does not pay for them).
+// trace of ops alone does not pay for them, nor a Timeline asked only for its memory for FLOPs).
+void Timeline::Impl::need_flops() const {
+  std::call_once(flops_done, [this] {
+    if (!graph) return;
+    auto* self = const_cast<Impl*>(this);
+    for (const Step& step : steps) {
+      if (step.node_begin == step.node_end) continue;
+      const RunShapes shapes(*graph, *step.stats);
+      for (size_t i = step.node_begin; i < step.node_end; ++i)
+        if (const stepscope::Node* graph_node = nodes[i].graph_node)
+          self->nodes[i].flops = node_float_ops(*graph_node, shapes);
+    }
+  });
+}
+
 void Timeline::Impl::need_dataflow() const {
   std::call_once(dataflow_done, [this] {
     auto* self = const_cast<Impl*>(this);
@@ -271,6 +282,7 @@ void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
 }
 
 void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options) const {
+  need_flops();
   if (options.show_dataflow) need_dataflow();
   if (options.show_memory) need_memory();
   bool first = true;
@@ -573,6 +585,7 @@ Timeline::Timeline(std::span<const StepStats* const> window, const Graph* graph,
 }
 
 void Timeline::set_float_ops(const std::function<int64_t(const NodeExecStats&)>& float_ops) {
+  impl_->need_flops();  // the graph's first: these are for the nodes it does not give
   for (Impl::Node& n : impl_->nodes)
     if (n.flops < 0) n.flops = float_ops(*n.ns);
 }

@@ -134,7 +134,7 @@ struct Timeline::Impl {
   std::vector<Series> series;
   int64_t base_wall_ns = 0;  // wall clock of trace time 0 (0: unknown)
   int32_t num_step_lanes = 0;
-  mutable std::once_flag dataflow_done, memory_done;
+  mutable std::once_flag dataflow_done, memory_done, flops_done;
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
   // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
@@ -155,6 +155,7 @@ struct Timeline::Impl {
   // The dataflow (inputs resolved) and memory analyses, done when a trace first needs them.
   void need_dataflow() const;
   void need_memory() const;
+  void need_flops() const;  // the graph nodes' FLOPs on the shapes each step saw
   void write(json_out::Sink& s, const ChromeTraceOptions& options) const;
   void write_snapshot(json_out::Sink& s, const Tensor& t) const;
   void write_tensor_name(json_out::Sink& s, const Tensor& t) const {

@@ -16,6 +16,16 @@ bool creatable_from_step(std::string_view name) {
   return name != "RecvTensor" && name != "_SOURCE" && name.find("MEMCPY") == std::string_view::npos;
 }
 
+// Whether tfprof_dims(shape) is `dims` (without making it: most steps see the shapes of the last).
+bool same_dims(const std::vector<int64_t>& dims, const Shape& shape) {
+  if (!shape.known_rank()) return dims.empty();
+  if (shape.rank() == 0) return dims.size() == 1 && dims[0] == 1;
+  if (dims.size() != static_cast<size_t>(shape.rank())) return false;
+  for (int i = 0; i < shape.rank(); ++i)
+    if (dims[i] != shape.dim(i)) return false;
+  return true;
+}
+
 std::string lowercase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -54,19 +64,18 @@ void ModelNode::update_op_types(const std::vector<std::string>& devices) {
 }
 
 int32_t ProfileModel::find(std::string_view name) const {
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? -1 : it->second;
+  return by_name_.find(name, [this](int32_t i) { return name_of(i); });
 }
 
 int32_t ProfileModel::add_node(ModelNode node) {
   const auto index = static_cast<int32_t>(nodes.size());
-  by_name_.emplace(node.name, index);
   if (node.graph_id >= 0) {
     if (static_cast<size_t>(node.graph_id) >= by_graph_id_.size()) by_graph_id_.resize(node.graph_id + 1, -1);
     by_graph_id_[node.graph_id] = index;
   }
   if (node.op_types.empty()) node.update_op_types(devices);
   nodes.push_back(std::move(node));
+  by_name_.insert(nodes.back().name, index, [this](int32_t i) { return name_of(i); });
   ++structure_version;
   return index;
 }
@@ -131,7 +140,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
   // A fresh model (a new Profiler's) knows no node yet: nothing to look up, and room for all.
   const bool fresh_model = nodes.empty();
   nodes.reserve(nodes.size() + static_cast<size_t>(n - first));
-  by_name_.reserve(nodes.size() + static_cast<size_t>(n - first));
+  by_name_.reserve(nodes.size() + static_cast<size_t>(n - first), [this](int32_t i) { return name_of(i); });
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
     int32_t index = fresh_model ? -1 : find(node.name());
@@ -307,6 +316,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   // Float ops and input shapes from the shapes the step saw.
   std::unique_ptr<RunShapes> shapes;
   if (graph) shapes = std::make_unique<RunShapes>(*graph, stats);
+  std::vector<Shape> in;
   for (NodeStep& r : data.nodes) {
     ModelNode& node = nodes[r.node];
     const Node* graph_node = nullptr;
@@ -319,8 +329,9 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     }
     r.float_ops = node_float_ops(*graph_node, *shapes) * r.run_count;
     if (!shapes->ran(*graph_node)) continue;
-    const std::vector<Shape> in = shapes->inputs(*graph_node);
-    for (size_t i = 0; i < in.size() && i < node.input_shapes.size(); ++i) node.input_shapes[i] = tfprof_dims(in[i]);
+    shapes->inputs(*graph_node, in);
+    for (size_t i = 0; i < in.size() && i < node.input_shapes.size(); ++i)
+      if (!same_dims(node.input_shapes[i], in[i])) node.input_shapes[i] = tfprof_dims(in[i]);
   }
   std::sort(data.nodes.begin(), data.nodes.end(), [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; });
   ++steps_version;

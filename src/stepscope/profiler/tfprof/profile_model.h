@@ -24,6 +24,7 @@
 
 #include "stepscope/graph/node.h"
 #include "stepscope/profiler/memory_kinds.h"
+#include "stepscope/profiler/tfprof/node_name_index.h"
 #include "stepscope/profiler/tfprof/step_timings.h"
 #include "stepscope/runtime/run_options.h"
 
@@ -194,11 +195,8 @@ class ProfileModel {
   void recompute_derived();
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-  };
-  std::unordered_map<std::string, int32_t, Hash, std::equal_to<>> by_name_;
+  std::string_view name_of(int32_t index) const { return nodes[index].name; }
+  NodeNameIndex by_name_;
   std::vector<int32_t> by_graph_id_;  // graph node id -> node index
   uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
   // Captured stacks (return addresses) of the synced graphs' nodes, each once, and whether each

@@ -1,0 +1,79 @@
+// ProfileModel's node indices by name: open addressing over the model's own node names, so a
+// node costs no copy of its name and no allocation of its own (an unordered_map<string, int>
+// cost two, and a cache miss on each probe of a big graph). A name's first node keeps it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace stepscope::tfprof {
+
+class NodeNameIndex {
+ public:
+  // name_of(index) is the name of node `index` (the index holds no names of its own).
+  template <class NameOf>
+  int32_t find(std::string_view name, const NameOf& name_of) const {
+    if (slots_.empty()) return -1;
+    const uint64_t h = hash(name);
+    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+      const Slot& slot = slots_[at];
+      if (slot.index < 0) return -1;
+      if (slot.tag == tag(h) && name_of(slot.index) == name) return slot.index;
+    }
+  }
+
+  // Adds node `index` under `name`, unless a node of that name is there already.
+  template <class NameOf>
+  void insert(std::string_view name, int32_t index, const NameOf& name_of) {
+    if (2 * (size_ + 1) > slots_.size()) grow(size_ + 1, name_of);
+    const uint64_t h = hash(name);
+    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+      Slot& slot = slots_[at];
+      if (slot.index < 0) {
+        slot = {tag(h), index};
+        ++size_;
+        return;
+      }
+      if (slot.tag == tag(h) && name_of(slot.index) == name) return;
+    }
+  }
+
+  // Room for `n` names without growing.
+  template <class NameOf>
+  void reserve(size_t n, const NameOf& name_of) {
+    if (2 * n > slots_.size()) grow(n, name_of);
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;
+    int32_t index = -1;
+  };
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>()(s); }
+  static uint32_t tag(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
+
+  template <class NameOf>
+  void grow(size_t n, const NameOf& name_of) {
+    size_t capacity = 16;
+    while (capacity < 2 * n) capacity *= 2;
+    std::vector<Slot> old(capacity);
+    old.swap(slots_);
+    mask_ = capacity - 1;
+    for (const Slot& slot : old) {
+      if (slot.index < 0) continue;
+      for (size_t at = hash(name_of(slot.index)) & mask_;; at = (at + 1) & mask_) {
+        if (slots_[at].index >= 0) continue;
+        slots_[at] = slot;
+        break;
+      }
+    }
+  }
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace stepscope::tfprof
