@@ -59,6 +59,38 @@ TEST(DistProfiler, TimelinesShowTheCollectivesAndTheRank) {
   }
 }
 
+// A fused Allreduce's event says which inputs went through the fusion buffer and which had an
+// MPI_Allreduce of their own (what the kernel did, from the outputs' sizes).
+TEST(DistProfiler, TimelinesSayWhichAllreduceInputsWentFused) {
+  const int n = dist::size();
+  testing::TempDir dir;
+  Graph g;
+  Scope root(g);
+  Variable step = get_or_create_global_step(root);
+  Output small = constant(root, Tensor::from_vector(std::vector<float>(10, 1.0f)));
+  Output large = constant(root, Tensor::from_vector(std::vector<float>(kAllreduceDirectBytes / 4, 1.0f)));
+  std::vector<Output> y = allreduce(root.with_op_name("mixed"), {small, large, small});
+  Node* train = assign_add(root.with_control_dependencies({y[0].node}), step.value(), constant(root, int64_t{1})).node;
+  ProfilerHook profiler({.save_steps = 1, .output_dir = dir.path(), .save_run_metadata = false, .save_profile = false});
+  {
+    MonitoredSession sess = MonitoredTrainingSession(g, {.hooks = {&profiler}, .log_step_count_steps = 0});
+    for (int i = 0; i < 2; ++i) sess.run(train);
+    sess.close();
+  }
+  std::string trace;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().filename().string().starts_with("timeline-")) trace = read_file(entry.path());
+  ASSERT_FALSE(trace.empty()) << "no timeline in " << dir.path();
+  const std::string expected =
+      n == 1
+          ? "\"algorithm\":\"none (one process)\",\"ranks\":1,\"bytes_moved\":0,\"thread_id\""
+          : "\"algorithm\":\"MPI_Allreduce (fused buffer for the small inputs, one call per large input)\",\"ranks\":" +
+                std::to_string(n) +
+                ",\"bytes_moved\":" + std::to_string(2 * (n - 1) * (80 + kAllreduceDirectBytes) / n) +
+                ",\"fused_inputs\":[0,2],\"direct_inputs\":[1]";
+  EXPECT_NE(trace.find(expected), std::string::npos) << expected << " not in " << trace;
+}
+
 // End to end: every rank's ProfilerHook writes its timeline of a training step with a fused
 // Allreduce, and `stepscope merge` makes one valid trace of them with every rank's group and a
 // straggler report naming the collective. The ranks share a directory named after the mpirun job.
