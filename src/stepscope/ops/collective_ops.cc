@@ -395,8 +395,12 @@ Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) 
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes) { return plan_fused(input_bytes); }
 
 std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::span<const int64_t> output_bytes_each) {
-  const std::string& op = node.op().name;
-  const int64_t n = collective_backend().size();
+  return collective_trace_args(node.op().name, node.num_inputs(), collective_backend().size(), output_bytes_each);
+}
+
+std::optional<CollectiveTraceArgs> collective_trace_args(std::string_view op, int num_inputs, int64_t n,
+                                                         std::span<const int64_t> output_bytes_each) {
+  if (n < 1) return std::nullopt;
   int64_t output_bytes = 0;
   for (int64_t bytes : output_bytes_each) output_bytes += bytes;
   CollectiveTraceArgs args;
@@ -404,9 +408,9 @@ std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::
   if (op == "Allreduce") {
     args.algorithm = "MPI_Allreduce";
     // The kernel's plan, from the same sizes (an output has its input's size).
-    if (node.num_inputs() > 1 && n > 1 && static_cast<int>(output_bytes_each.size()) == node.num_inputs()) {
+    if (num_inputs > 1 && n > 1 && static_cast<int>(output_bytes_each.size()) == num_inputs) {
       const std::vector<bool> fused = plan_fused(output_bytes_each);
-      for (int i = 0; i < node.num_inputs(); ++i) (fused[i] ? args.fused_inputs : args.direct_inputs).push_back(i);
+      for (int i = 0; i < num_inputs; ++i) (fused[i] ? args.fused_inputs : args.direct_inputs).push_back(i);
       args.algorithm = args.direct_inputs.empty()  ? "MPI_Allreduce (fused buffer)"
                        : args.fused_inputs.empty() ? "MPI_Allreduce (one call per input)"
                                                    : "MPI_Allreduce (fused buffer for the small inputs, one call "

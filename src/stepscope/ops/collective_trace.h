@@ -30,5 +30,9 @@ struct CollectiveTraceArgs {
 // outputs of `output_bytes` (one entry per output; may be empty when unknown), its args in the
 // current job (collective_backend()); nullopt for other ops.
 std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::span<const int64_t> output_bytes);
+// The same from what a profile keeps of a node: its op type, its number of data inputs and the
+// number of ranks of the job it ran in (nullopt also for ranks < 1).
+std::optional<CollectiveTraceArgs> collective_trace_args(std::string_view op, int num_inputs, int64_t ranks,
+                                                         std::span<const int64_t> output_bytes);
 
 }  // namespace stepscope
