@@ -128,9 +128,17 @@ TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
   std::vector<Output> sums = allreduce(s.with_op_name("mixed_sum"), inputs);
   std::vector<Output> means =
       allreduce(s.with_control_dependencies({sums[0].node}).with_op_name("mixed_mean"), inputs, ReduceOp::kAverage);
+  // Only empty inputs to fuse (nothing to reduce in the buffer), beside a large one: every output
+  // is still given.
+  std::vector<Output> empties = allreduce(s.with_control_dependencies({means[0].node}).with_op_name("empties"),
+                                          {inputs[5], inputs[5], inputs[1]});
   std::vector<Output> fetches = sums;
   fetches.insert(fetches.end(), means.begin(), means.end());
   Session sess(g);
+  auto empty_out = sess.run({}, empties);
+  EXPECT_EQ(empty_out[0].shape(), (Shape{0}));
+  EXPECT_EQ(empty_out[1].shape(), (Shape{0}));
+  EXPECT_EQ(values_of(empty_out[2])[96], static_cast<double>(n * (n + 1) / 2 * (96 + 10 - 20)));
   for (int run = 0; run < 2; ++run) {  // the second run reuses the plan and the buffers
     auto out = sess.run({}, fetches);
     const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks

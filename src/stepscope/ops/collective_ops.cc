@@ -169,9 +169,11 @@ void allreduce_kernel(KernelContext& c) {
   int64_t fused_count = 0;
   for (int i = 0; i < n; ++i)
     if (fused[i]) fused_count += c.input(i).num_elements();
+  Tensor buffer;
+  char* p = nullptr;
   if (fused_count > 0) {
-    Tensor buffer(dtype, Shape{fused_count}, c.allocator());
-    char* p = static_cast<char*>(buffer.raw_data());
+    buffer = Tensor(dtype, Shape{fused_count}, c.allocator());
+    p = static_cast<char*>(buffer.raw_data());
     for (int i = 0; i < n; ++i) {
       if (!fused[i] || bytes[i] == 0) continue;
       std::memcpy(p, c.input(i).raw_data(), static_cast<size_t>(bytes[i]));
@@ -179,12 +181,13 @@ void allreduce_kernel(KernelContext& c) {
     }
     b.allreduce_sum(buffer.raw_data(), fused_count, dtype);
     p = static_cast<char*>(buffer.raw_data());
-    for (int i = 0; i < n; ++i) {
-      if (!fused[i]) continue;
-      Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
-      copy_scaled(p, out.raw_data(), out.num_elements(), dtype, factor);
-      p += bytes[i];
-    }
+  }
+  for (int i = 0; i < n; ++i) {  // every fused output, empty ones too
+    if (!fused[i]) continue;
+    Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
+    if (bytes[i] == 0) continue;
+    copy_scaled(p, out.raw_data(), out.num_elements(), dtype, factor);
+    p += bytes[i];
   }
   // The others: each its own MPI_Allreduce from the input straight into the output, then one
   // pass over the output for the average.
@@ -394,7 +397,12 @@ Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) 
 
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes) { return plan_fused(input_bytes); }
 
+bool is_collective_op(std::string_view op) {
+  return op == "Allreduce" || op == "Broadcast" || op == "Reduce" || op == "Allgather" || op == "ReduceScatter";
+}
+
 std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::span<const int64_t> output_bytes_each) {
+  if (!is_collective_op(node.op().name)) return std::nullopt;
   return collective_trace_args(node.op().name, node.num_inputs(), collective_backend().size(), output_bytes_each);
 }
 

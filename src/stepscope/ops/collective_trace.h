@@ -26,6 +26,8 @@ struct CollectiveTraceArgs {
   std::vector<int> fused_inputs, direct_inputs;
 };
 
+// Allreduce, Broadcast, Reduce, Allgather or ReduceScatter.
+bool is_collective_op(std::string_view op);
 // For a collective op (Allreduce, Broadcast, Reduce, Allgather, ReduceScatter) that produced
 // outputs of `output_bytes` (one entry per output; may be empty when unknown), its args in the
 // current job (collective_backend()); nullopt for other ops.

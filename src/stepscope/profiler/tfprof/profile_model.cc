@@ -186,8 +186,10 @@ void ProfileModel::sync_graph(const Graph& graph) {
     m.static_float_ops = node_float_ops(node, static_shapes);
     if (const AttrValue* v = node.attrs().find("data_format"))
       if (const auto* s = std::get_if<std::string>(v)) m.data_format = *s;
-    const auto collective = collective_trace_args(node, {});
-    m.collective_ranks = collective ? static_cast<int32_t>(collective->ranks) : 0;
+    m.collective_ranks = 0;
+    if (is_collective_op(m.op))
+      if (const auto collective = collective_trace_args(node, {}))
+        m.collective_ranks = static_cast<int32_t>(collective->ranks);
     m.update_op_types(devices);
     if (index >= 0) {
       if (static_cast<size_t>(id) >= by_graph_id_.size()) by_graph_id_.resize(id + 1, -1);
