@@ -9,6 +9,7 @@
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/dist/mpi.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/ops/collective_trace.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/error_text.h"
 
@@ -43,7 +44,10 @@ TEST(Dist, RankAndSizeComeFromMpirun) {
   EXPECT_EQ(dist::rank(), launched ? std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")) : 0);
   EXPECT_GE(dist::local_rank(), 0);
   EXPECT_LT(dist::local_rank(), dist::local_size());
-  EXPECT_EQ(dist::local_size(), dist::size());  // every rank of these tests is on this machine
+  // Every rank of these tests is on this machine, unless a test that simulates hosts (each rank in
+  // a network namespace of its own: dist.two_hosts_netns) says how many ranks share one.
+  const char* per_host = std::getenv("STEPSCOPE_TEST_LOCAL_SIZE");
+  EXPECT_EQ(dist::local_size(), per_host ? std::atoi(per_host) : dist::size());
   EXPECT_EQ(collective_backend().size(), dist::size());
   if (launched) {
     EXPECT_NE(dist::describe().find("MPI (Open MPI"), std::string::npos) << dist::describe();
@@ -93,6 +97,98 @@ TEST(Collective, AllreduceSumsAndAveragesFusedInputs) {
   // A second run of the same plan gives the same (no state kept between steps).
   auto again = sess.run({}, {sums[0]});
   EXPECT_EQ(values_of(again[0]), values_of(out[0]));
+}
+
+// Inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own, from input to
+// output; the smaller ones share the fusion buffer. A mix, in both reductions, with exact values:
+// the sums are of small integers, and the average is the sum times the float 1 / size, as the
+// kernel computes it.
+TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
+  const int r = dist::rank(), n = dist::size();
+  constexpr int64_t kAtThreshold = kAllreduceDirectBytes / 4;  // float32 elements
+  // Sizes in elements: small, large (at the threshold: direct), small, just under (fused),
+  // large, empty.
+  const std::vector<int64_t> sizes = {3, kAtThreshold, 5, kAtThreshold - 1, 3 * kAtThreshold + 7, 0};
+  std::vector<int64_t> bytes;
+  for (int64_t e : sizes) bytes.push_back(e * 4);
+  EXPECT_EQ(allreduce_fused_inputs(bytes), (std::vector<bool>{true, false, true, true, false, true}));
+  // A lone small input, or one small among large ones, gains nothing from the buffer.
+  EXPECT_EQ(allreduce_fused_inputs(std::vector<int64_t>{12}), (std::vector<bool>{false}));
+  EXPECT_EQ(allreduce_fused_inputs(std::vector<int64_t>{12, 1 << 20}), (std::vector<bool>{false, false}));
+  Graph g;
+  Scope s(g);
+  // Input i, element k, on rank r: (r + 1) * ((k % 97) + 10 i - 20).
+  std::vector<Output> inputs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<float> v(static_cast<size_t>(sizes[i]));
+    for (size_t k = 0; k < v.size(); ++k)
+      v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 97) + 10 * static_cast<int>(i) - 20));
+    inputs.push_back(constant(s, v, Shape{sizes[i]}));
+  }
+  std::vector<Output> sums = allreduce(s.with_op_name("mixed_sum"), inputs);
+  std::vector<Output> means =
+      allreduce(s.with_control_dependencies({sums[0].node}).with_op_name("mixed_mean"), inputs, ReduceOp::kAverage);
+  // Only empty inputs to fuse (nothing to reduce in the buffer), beside a large one: every output
+  // is still given.
+  std::vector<Output> empties = allreduce(s.with_control_dependencies({means[0].node}).with_op_name("empties"),
+                                          {inputs[5], inputs[5], inputs[1]});
+  std::vector<Output> fetches = sums;
+  fetches.insert(fetches.end(), means.begin(), means.end());
+  Session sess(g);
+  auto empty_out = sess.run({}, empties);
+  EXPECT_EQ(empty_out[0].shape(), (Shape{0}));
+  EXPECT_EQ(empty_out[1].shape(), (Shape{0}));
+  EXPECT_EQ(values_of(empty_out[2])[96], static_cast<double>(n * (n + 1) / 2 * (96 + 10 - 20)));
+  for (int run = 0; run < 2; ++run) {  // the second run reuses the plan and the buffers
+    auto out = sess.run({}, fetches);
+    const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks
+    const float inverse = static_cast<float>(1.0 / n);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Tensor& sum = out[i];
+      const Tensor& mean = out[sizes.size() + i];
+      ASSERT_EQ(sum.shape(), (Shape{sizes[i]}));
+      ASSERT_EQ(mean.shape(), (Shape{sizes[i]}));
+      auto sv = sum.flat<float>();
+      auto mv = mean.flat<float>();
+      for (int64_t k = 0; k < sizes[i]; ++k) {
+        const float base = static_cast<float>(static_cast<int>(k % 97) + 10 * static_cast<int>(i) - 20);
+        ASSERT_EQ(sv[k], total * base) << "sum: input " << i << ", element " << k;
+        ASSERT_EQ(mv[k], total * base * inverse) << "average: input " << i << ", element " << k;
+      }
+    }
+  }
+}
+
+// The timeline's args say which inputs went through the fusion buffer and which had a call each,
+// by the same rule as the kernel.
+TEST(Collective, TraceArgsNameTheFusedAndTheDirectInputs) {
+  const int n = dist::size();
+  Graph g;
+  Scope s(g);
+  const Output small = constant(s, std::vector<float>(4, 1.0f), Shape{4});
+  Node* node = allreduce(s, {small, small, small}).front().node;
+  const std::vector<int64_t> mixed = {16, kAllreduceDirectBytes, 16};
+  const auto args = collective_trace_args(*node, mixed);
+  ASSERT_TRUE(args.has_value());
+  EXPECT_EQ(args->bytes_moved, 2 * (n - 1) * (32 + kAllreduceDirectBytes) / n);
+  if (n == 1) {
+    EXPECT_EQ(std::string(args->algorithm), "none (one process)");
+    EXPECT_TRUE(args->fused_inputs.empty() && args->direct_inputs.empty());
+    return;
+  }
+  EXPECT_EQ(std::string(args->algorithm),
+            "MPI_Allreduce (fused buffer for the small inputs, one call per large input)");
+  EXPECT_EQ(args->fused_inputs, (std::vector<int>{0, 2}));
+  EXPECT_EQ(args->direct_inputs, (std::vector<int>{1}));
+  const std::vector<int64_t> all_small = {16, 16, 16};
+  EXPECT_EQ(std::string(collective_trace_args(*node, all_small)->algorithm), "MPI_Allreduce (fused buffer)");
+  const std::vector<int64_t> all_large = {kAllreduceDirectBytes, kAllreduceDirectBytes, 1 << 20};
+  const auto large = collective_trace_args(*node, all_large);
+  EXPECT_EQ(std::string(large->algorithm), "MPI_Allreduce (one call per input)");
+  EXPECT_EQ(large->direct_inputs, (std::vector<int>{0, 1, 2}));
+  EXPECT_TRUE(large->fused_inputs.empty());
+  // Sizes unknown (no output descriptions): the call, without a claim about the plan.
+  EXPECT_EQ(std::string(collective_trace_args(*node, std::span<const int64_t>{})->algorithm), "MPI_Allreduce");
 }
 
 TEST(Collective, BroadcastReduceAndAllgather) {

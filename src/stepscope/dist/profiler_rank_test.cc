@@ -14,6 +14,10 @@
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/hooks/profiler_hook.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/option_builder.h"
+#include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/runtime/session.h"
 #include "stepscope/testing/temp_dir.h"
 #include "stepscope/testing/trace_validator.h"
 #include "stepscope/tools/tools_test_util.h"
@@ -57,6 +61,74 @@ TEST(DistProfiler, TimelinesShowTheCollectivesAndTheRank) {
               std::string::npos);
     EXPECT_NE(trace.find("\"flops\":" + std::to_string(120 * (n - 1) / n)), std::string::npos);
   }
+}
+
+// A fused Allreduce's event says which inputs went through the fusion buffer and which had an
+// MPI_Allreduce of their own (what the kernel did, from the outputs' sizes).
+TEST(DistProfiler, TimelinesSayWhichAllreduceInputsWentFused) {
+  const int n = dist::size();
+  testing::TempDir dir;
+  Graph g;
+  Scope root(g);
+  Variable step = get_or_create_global_step(root);
+  Output small = constant(root, Tensor::from_vector(std::vector<float>(10, 1.0f)));
+  Output large = constant(root, Tensor::from_vector(std::vector<float>(kAllreduceDirectBytes / 4, 1.0f)));
+  std::vector<Output> y = allreduce(root.with_op_name("mixed"), {small, large, small});
+  Node* train = assign_add(root.with_control_dependencies({y[0].node}), step.value(), constant(root, int64_t{1})).node;
+  ProfilerHook profiler({.save_steps = 1, .output_dir = dir.path(), .save_run_metadata = false, .save_profile = false});
+  {
+    MonitoredSession sess = MonitoredTrainingSession(g, {.hooks = {&profiler}, .log_step_count_steps = 0});
+    for (int i = 0; i < 2; ++i) sess.run(train);
+    sess.close();
+  }
+  std::string trace;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().filename().string().starts_with("timeline-")) trace = read_file(entry.path());
+  ASSERT_FALSE(trace.empty()) << "no timeline in " << dir.path();
+  const std::string expected =
+      n == 1
+          ? "\"algorithm\":\"none (one process)\",\"ranks\":1,\"bytes_moved\":0,\"thread_id\""
+          : "\"algorithm\":\"MPI_Allreduce (fused buffer for the small inputs, one call per large input)\",\"ranks\":" +
+                std::to_string(n) +
+                ",\"bytes_moved\":" + std::to_string(2 * (n - 1) * (80 + kAllreduceDirectBytes) / n) +
+                ",\"fused_inputs\":[0,2],\"direct_inputs\":[1]";
+  EXPECT_NE(trace.find(expected), std::string::npos) << expected << " not in " << trace;
+}
+
+// tfprof's op view gives a collective op type's MPI call, ranks and bytes moved (from the
+// outputs' bytes it counts), and a saved profile keeps them.
+TEST(DistProfiler, TfprofOpViewShowsTheCollectives) {
+  const int n = dist::size();
+  Graph g;
+  Scope root(g);
+  Output y = allreduce(root.with_op_name("grads"), constant(root, Tensor::from_vector(std::vector<float>(4096, 1.0f))));
+  Session sess(g);
+  RunOptions options;
+  options.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  sess.run({}, {y}, {}, options, &md);
+  Profiler profiler(g);
+  profiler.add_step(1, md);
+  // No floors: in one process the Allreduce forwards its input (no bytes of its own).
+  ProfileOptions o = ProfileOptionBuilder().select({"bytes", "micros", "output_bytes"}).build();
+  o.output = "none";
+  const MultiGraphProfile ops = profiler.profile_operations(o);
+  const MultiGraphNodeProto* allreduce_row = nullptr;
+  for (const MultiGraphNodeProto* p = &ops.root; !p->children.empty(); p = &p->children[0])
+    if (p->children[0].name == "Allreduce") allreduce_row = &p->children[0];
+  ASSERT_NE(allreduce_row, nullptr) << ops.text;
+  if (n > 1) {
+    EXPECT_GE(allreduce_row->output_bytes, 4096 * 4);
+  }
+  const std::string line = "\n  collective: " + std::string(n == 1 ? "none (one process)" : "MPI_Allreduce") +
+                           ", ranks: " + std::to_string(n) +
+                           ", bytes_moved: " + tfprof::format_memory(2 * (n - 1) * allreduce_row->output_bytes / n) +
+                           "\n";
+  EXPECT_NE(ops.text.find(line), std::string::npos) << line << " not in\n" << ops.text;
+  EXPECT_EQ(ops.text.find("collective:"), ops.text.find(line) + 3) << "one collective op type, one line";
+  // Saved and read back (the 'C' chunk), in a process that need not be part of the job.
+  Profiler back = Profiler::parse(profiler.serialize_to_string(), "profile");
+  EXPECT_NE(back.profile_operations(o).text.find(line), std::string::npos);
 }
 
 // End to end: every rank's ProfilerHook writes its timeline of a training step with a fused

@@ -19,6 +19,9 @@ class LocalBackend : public CollectiveBackend {
   std::string describe() const override { return "local (one process)"; }
   bool agree(uint64_t) override { return true; }
   void allreduce_sum(void*, int64_t, DType) override {}
+  void allreduce_sum(const void* in, void* out, int64_t count, DType dtype) override {
+    if (count > 0 && in != out) std::memcpy(out, in, static_cast<size_t>(count) * dtype_size(dtype));
+  }
   void broadcast(void*, int64_t, int) override {}
   void reduce_sum(void*, int64_t, DType, int) override {}
   void allgather_int64(int64_t value, int64_t* out) override { out[0] = value; }
@@ -47,9 +50,10 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
 
 // All ranks must be at the same collective (same node, same element count) before data moves:
 // otherwise buffers of different sizes would meet, which MPI does not detect.
-void expect_agreement(KernelContext& c, CollectiveBackend& b, int64_t count) {
+// `detail` folds more into the key (an Allreduce's per-input counts: they decide its calls).
+void expect_agreement(KernelContext& c, CollectiveBackend& b, int64_t count, uint64_t detail = 0) {
   if (b.size() == 1) return;
-  const uint64_t key = fnv1a(c.node().name()) ^ (static_cast<uint64_t>(count) * 0x9E3779B97F4A7C15ull);
+  const uint64_t key = fnv1a(c.node().name()) ^ (static_cast<uint64_t>(count) * 0x9E3779B97F4A7C15ull) ^ detail;
   if (!b.agree(key))
     c.fail(ErrorCode::kInternal,
            "the ranks are not at the same collective (node names or element counts differ, this rank has " +
@@ -68,6 +72,24 @@ void scale(void* data, int64_t n, DType dtype, double factor) {
   } else if (dtype == DType::kFloat64) {
     double* p = static_cast<double*>(data);
     for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+  }
+}
+
+// out[0, n) = in[0, n) * factor in one pass (a plain copy when factor is 1 or the dtype is not
+// floating: average is for floating dtypes only).
+void copy_scaled(const void* in, void* out, int64_t n, DType dtype, double factor) {
+  if (n <= 0) return;
+  if (factor != 1.0 && dtype == DType::kFloat32) {
+    const float* p = static_cast<const float*>(in);
+    float* q = static_cast<float*>(out);
+    const float f = static_cast<float>(factor);
+    for (int64_t i = 0; i < n; ++i) q[i] = p[i] * f;
+  } else if (factor != 1.0 && dtype == DType::kFloat64) {
+    const double* p = static_cast<const double*>(in);
+    double* q = static_cast<double*>(out);
+    for (int64_t i = 0; i < n; ++i) q[i] = p[i] * factor;
+  } else {
+    std::memcpy(out, in, static_cast<size_t>(n) * dtype_size(dtype));
   }
 }
 
@@ -103,44 +125,79 @@ void allreduce_shape(ShapeContext& c) {
   }
 }
 
+// Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: packing a
+// tensor into the fusion buffer costs two copies of it (in, and out again), about 2 x 64 KiB at
+// ~10 GB/s ≈ 13 µs at 64 KiB, while one more MPI_Allreduce call costs its latency (a few µs on
+// shared memory, tens over TCP). Below 64 KiB the copies are cheaper than a call each, so the
+// small ones share one call; above it a call of their own (no copy at all: MPI reads the input
+// and writes the output) is cheaper than the copies, and the large ones are most of the bytes.
+// A lone small input gains nothing from the buffer (one call either way), so it goes direct too.
+std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
+  std::vector<bool> fused(input_bytes.size());
+  int small = 0;
+  for (size_t i = 0; i < input_bytes.size(); ++i) small += (fused[i] = input_bytes[i] < kAllreduceDirectBytes);
+  if (small < 2) fused.assign(input_bytes.size(), false);
+  return fused;
+}
+
 void allreduce_kernel(KernelContext& c) {
   std::lock_guard lock(collective_mutex);
   CollectiveBackend& b = collective_backend();
   const int n = c.num_inputs();
   const DType dtype = c.input(0).dtype();
+  const size_t esize = dtype_size(dtype);
   int64_t total = 0;
-  for (int i = 0; i < n; ++i) total += c.input(i).num_elements();
-  expect_agreement(c, b, total);
+  uint64_t counts_hash = 1469598103934665603ull;
+  std::vector<int64_t> bytes(n);
+  for (int i = 0; i < n; ++i) {
+    const int64_t count = c.input(i).num_elements();
+    total += count;
+    bytes[i] = count * static_cast<int64_t>(esize);
+    counts_hash = (counts_hash ^ static_cast<uint64_t>(count)) * 1099511628211ull;
+  }
+  // The per-input counts decide which calls are made (fused or direct): they must agree too.
+  expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
   if (b.size() == 1) {
     for (int i = 0; i < n; ++i) c.set_output(i, c.input(i));  // the sum and the average over one rank
     return;
   }
   const double factor = c.attrs().get<std::string>("reduction") == "average" ? 1.0 / b.size() : 1.0;
-  const size_t esize = dtype_size(dtype);
-  if (n == 1) {
-    Tensor& out = c.allocate_output(0, dtype, c.input(0).shape());
-    if (total > 0) std::memcpy(out.raw_data(), c.input(0).raw_data(), total * esize);
-    b.allreduce_sum(out.raw_data(), total, dtype);
-    if (factor != 1.0) scale(out.raw_data(), total, dtype, factor);
-    return;
+  const std::vector<bool> fused = plan_fused(bytes);
+  // Horovod's fusion buffer for the small inputs: packed in one buffer, one collective call for
+  // all of them (latency is paid once; a small gradient alone would be all latency). The average
+  // is taken in the copy out.
+  int64_t fused_count = 0;
+  for (int i = 0; i < n; ++i)
+    if (fused[i]) fused_count += c.input(i).num_elements();
+  Tensor buffer;
+  char* p = nullptr;
+  if (fused_count > 0) {
+    buffer = Tensor(dtype, Shape{fused_count}, c.allocator());
+    p = static_cast<char*>(buffer.raw_data());
+    for (int i = 0; i < n; ++i) {
+      if (!fused[i] || bytes[i] == 0) continue;
+      std::memcpy(p, c.input(i).raw_data(), static_cast<size_t>(bytes[i]));
+      p += bytes[i];
+    }
+    b.allreduce_sum(buffer.raw_data(), fused_count, dtype);
+    p = static_cast<char*>(buffer.raw_data());
   }
-  // Horovod's fusion buffer: the inputs packed in one buffer, one collective call for all of them
-  // (latency is paid once; a small gradient alone would be all latency).
-  Tensor fused(dtype, Shape{total}, c.allocator());
-  char* p = static_cast<char*>(fused.raw_data());
-  for (int i = 0; i < n; ++i) {
-    const size_t bytes = c.input(i).num_elements() * esize;
-    if (bytes) std::memcpy(p, c.input(i).raw_data(), bytes);
-    p += bytes;
-  }
-  b.allreduce_sum(fused.raw_data(), total, dtype);
-  if (factor != 1.0) scale(fused.raw_data(), total, dtype, factor);
-  p = static_cast<char*>(fused.raw_data());
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n; ++i) {  // every fused output, empty ones too
+    if (!fused[i]) continue;
     Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
-    const size_t bytes = out.num_elements() * esize;
-    if (bytes) std::memcpy(out.raw_data(), p, bytes);
-    p += bytes;
+    if (bytes[i] == 0) continue;
+    copy_scaled(p, out.raw_data(), out.num_elements(), dtype, factor);
+    p += bytes[i];
+  }
+  // The others: each its own MPI_Allreduce from the input straight into the output, then one
+  // pass over the output for the average.
+  for (int i = 0; i < n; ++i) {
+    if (fused[i]) continue;
+    Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
+    const int64_t count = out.num_elements();
+    if (count == 0) continue;
+    b.allreduce_sum(c.input(i).raw_data(), out.raw_data(), count, dtype);
+    if (factor != 1.0) scale(out.raw_data(), count, dtype, factor);
   }
 }
 
@@ -338,12 +395,35 @@ Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) 
   return scope.add_node(op_def("ReduceScatter"), {x, like}, {}, site)->output(0);
 }
 
-std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, int64_t output_bytes) {
-  const std::string& op = node.op().name;
-  const int64_t n = collective_backend().size();
-  CollectiveTraceArgs args{.algorithm = {}, .ranks = n};
+std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes) { return plan_fused(input_bytes); }
+
+bool is_collective_op(std::string_view op) {
+  return op == "Allreduce" || op == "Broadcast" || op == "Reduce" || op == "Allgather" || op == "ReduceScatter";
+}
+
+std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::span<const int64_t> output_bytes_each) {
+  if (!is_collective_op(node.op().name)) return std::nullopt;
+  return collective_trace_args(node.op().name, node.num_inputs(), collective_backend().size(), output_bytes_each);
+}
+
+std::optional<CollectiveTraceArgs> collective_trace_args(std::string_view op, int num_inputs, int64_t n,
+                                                         std::span<const int64_t> output_bytes_each) {
+  if (n < 1) return std::nullopt;
+  int64_t output_bytes = 0;
+  for (int64_t bytes : output_bytes_each) output_bytes += bytes;
+  CollectiveTraceArgs args;
+  args.ranks = n;
   if (op == "Allreduce") {
-    args.algorithm = node.num_inputs() > 1 ? "MPI_Allreduce (fused buffer)" : "MPI_Allreduce";
+    args.algorithm = "MPI_Allreduce";
+    // The kernel's plan, from the same sizes (an output has its input's size).
+    if (num_inputs > 1 && n > 1 && static_cast<int>(output_bytes_each.size()) == num_inputs) {
+      const std::vector<bool> fused = plan_fused(output_bytes_each);
+      for (int i = 0; i < num_inputs; ++i) (fused[i] ? args.fused_inputs : args.direct_inputs).push_back(i);
+      args.algorithm = args.direct_inputs.empty()  ? "MPI_Allreduce (fused buffer)"
+                       : args.fused_inputs.empty() ? "MPI_Allreduce (one call per input)"
+                                                   : "MPI_Allreduce (fused buffer for the small inputs, one call "
+                                                     "per large input)";
+    }
     args.bytes_moved = 2 * (n - 1) * output_bytes / n;
   } else if (op == "Broadcast" || op == "Reduce") {
     args.algorithm = op == "Broadcast" ? "MPI_Bcast" : "MPI_Reduce";
@@ -373,7 +453,8 @@ void register_collective_ops(OpRegistry& registry) {
                 .gradient = allreduce_grad,
                 .stateful = true,
                 .doc = "Inputs (x...: one dtype); attr reduction (sum or average). Each output is its input summed "
-                       "(or averaged) over the ranks; the inputs travel fused in one buffer, one MPI_Allreduce."});
+                       "(or averaged) over the ranks; inputs under 64 KiB travel fused in one buffer (one "
+                       "MPI_Allreduce), larger ones each in a call of its own, from input to output."});
   registry.add({.name = "Broadcast",
                 .num_inputs = 1,
                 .shape = rooted_shape,

@@ -414,6 +414,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
   }
 
   // Ops.
+  std::vector<int64_t> output_bytes;  // one node's, per output (for a collective's args)
   for (const Node& n : nodes) {
     const NodeExecStats& ns = *n.ns;
     head('X', "Op");
@@ -432,6 +433,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       s.str(inputs[n.input_begin + j].name);
     }
     int64_t bytes = 0;
+    output_bytes.clear();
     for (size_t o = 0; o < ns.output.size(); ++o) {
       const TensorDescription& td = ns.output[o].tensor_description;
       s.lit(",\"output");
@@ -441,6 +443,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       append_dims(s, td.shape);
       s.ch('"');
       bytes += td.allocation_description.requested_bytes;
+      output_bytes.push_back(td.allocation_description.requested_bytes);
     }
     if (!ns.output.empty()) {
       s.lit(",\"output_bytes\":");
@@ -452,13 +455,27 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
     }
     // Collectives: the MPI call, the ranks and the bytes this rank sent (ops/collective_trace.h).
     if (n.graph_node) {
-      if (const auto c = collective_trace_args(*n.graph_node, bytes)) {
+      if (const auto c = collective_trace_args(*n.graph_node, output_bytes)) {
         s.lit(",\"algorithm\":");
         s.str(c->algorithm);
         s.lit(",\"ranks\":");
         s.i64(c->ranks);
         s.lit(",\"bytes_moved\":");
         s.i64(c->bytes_moved);
+        // Which inputs of an Allreduce went through the fusion buffer, which had a call each.
+        if (!c->fused_inputs.empty() || !c->direct_inputs.empty()) {
+          const auto list = [&](const std::vector<int>& v) {
+            for (size_t k = 0; k < v.size(); ++k) {
+              if (k) s.ch(',');
+              s.i64(v[k]);
+            }
+            s.ch(']');
+          };
+          s.lit(",\"fused_inputs\":[");
+          list(c->fused_inputs);
+          s.lit(",\"direct_inputs\":[");
+          list(c->direct_inputs);
+        }
       }
     }
     s.lit(",\"thread_id\":");

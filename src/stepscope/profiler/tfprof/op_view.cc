@@ -105,6 +105,8 @@ std::string format_row(const MultiGraphNodeProto& n, const MultiExtra& extra, co
   std::string name = n.name;
   if (name.size() < 25) name.append(25 - name.size(), ' ');
   std::string row = name + join(attrs, ", ") + "\n";
+  // A collective op type: its MPI call, the ranks and the bytes this rank sent.
+  if (!extra.collective.empty()) row += "  " + extra.collective + "\n";
   if (o.has(Field::kInputShapes)) {
     const std::string shapes = format_input_shapes(n);
     if (!shapes.empty()) row += "\n" + shapes + "\n\n";

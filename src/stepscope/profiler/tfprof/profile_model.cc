@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "stepscope/graph/graph.h"
+#include "stepscope/ops/collective_trace.h"
 #include "stepscope/profiler/node_cost.h"
 #include "stepscope/profiler/symbolizer.h"
 #include "stepscope/runtime/run_options.h"
@@ -194,6 +195,10 @@ void ProfileModel::sync_graph(const Graph& graph) {
     m.static_float_ops = node_float_ops(node, static_shapes);
     if (const AttrValue* v = node.attrs().find("data_format"))
       if (const auto* s = std::get_if<std::string>(v)) m.data_format = *s;
+    m.collective_ranks = 0;
+    if (is_collective_op(m.op))
+      if (const auto collective = collective_trace_args(node, {}))
+        m.collective_ranks = static_cast<int32_t>(collective->ranks);
     m.update_op_types(devices);
     if (index >= 0) {
       if (static_cast<size_t>(id) >= by_graph_id_.size()) by_graph_id_.resize(id + 1, -1);

@@ -65,6 +65,9 @@ struct ModelNode {
   int64_t parameters = 0;        // its number of elements
   int64_t static_float_ops = 0;  // the FLOP rule on the graph's shapes (for nodes never run)
   std::string data_format;       // the "data_format" attribute, if any
+  // A collective op (Allreduce, Broadcast, ...): the number of ranks of the job when the graph
+  // was added (ops/collective_trace.h gives its MPI call and bytes moved from it); 0 for others.
+  int32_t collective_ranks = 0;
   // From the steps:
   int32_t device = -1;                // canonical device: index into ProfileModel::devices
   int32_t steps_run = 0;              // number of steps with a record of the node

@@ -256,7 +256,8 @@ void Profiler::add_checker(std::unique_ptr<AdviceChecker> checker) { impl_->chec
 
 void Profiler::Impl::serialize_into(std::string& bytes) const {
   if (model_chunk_version != model.structure_version) {
-    model_chunk = tfprof::encode_model_chunk(model) + tfprof::encode_traces_chunk(model);
+    model_chunk = tfprof::encode_model_chunk(model) + tfprof::encode_traces_chunk(model) +
+                  tfprof::encode_collectives_chunk(model);
     model_chunk_version = model.structure_version;
   }
   const std::string state = tfprof::encode_state_chunk(model) + tfprof::encode_dropped_chunk(model);

@@ -182,6 +182,21 @@ std::string encode_traces_chunk(const ProfileModel& model) {
   return chunk('K', p);
 }
 
+std::string encode_collectives_chunk(const ProfileModel& model) {
+  size_t entries = 0;
+  for (const ModelNode& n : model.nodes) entries += n.collective_ranks > 0 ? 1 : 0;
+  if (entries == 0) return {};
+  std::string p;
+  Writer w(p);
+  w.varint(entries);
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    if (model.nodes[i].collective_ranks <= 0) continue;
+    w.varint(i);
+    w.varint(static_cast<uint64_t>(model.nodes[i].collective_ranks));
+  }
+  return chunk('C', p);
+}
+
 std::string encode_state_chunk(const ProfileModel& model) {
   std::string p;
   Writer w(p);
@@ -309,7 +324,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
     file.fail("unsupported format version " + std::to_string(version));
 
   ProfileModel model;
-  bool have_model = false, have_state = false, have_timings = false, ended = false;
+  bool have_model = false, have_state = false, have_timings = false, have_collectives = false, ended = false;
   size_t num_steps = 0;
   while (!file.done()) {
     if (ended) file.fail("data after the end chunk");
@@ -387,6 +402,19 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
             if (f >= frames) r.fail("frame index out of range");
             m.stack.push_back(static_cast<int32_t>(f));
           }
+        }
+        break;
+      }
+      case 'C': {
+        if (!have_model || have_state || have_collectives) r.fail("misplaced collectives chunk");
+        have_collectives = true;
+        const size_t entries = r.count(2);
+        for (size_t i = 0; i < entries; ++i) {
+          ModelNode& m = model.nodes[node_index(r.varint())];
+          const uint64_t ranks = r.varint();
+          if (ranks < 1 || ranks > static_cast<uint64_t>(INT32_MAX))
+            r.fail("node '" + m.name + "': collective ranks " + std::to_string(ranks) + " out of range");
+          m.collective_ranks = static_cast<int32_t>(ranks);
         }
         break;
       }

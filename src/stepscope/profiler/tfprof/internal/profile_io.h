@@ -19,6 +19,9 @@
 //      view shows each node's source location alone): varint num_frames; per frame: string
 //      file, varint line, string function; varint num_entries; per entry: varint node, varint
 //      depth, depth varint frame indices (the node's stack, outermost frame first).
+//   C (optional, after M and K, before D; files without it, e.g. all written before it existed,
+//      have no collective ops' ranks: the op view then shows no collective line): varint
+//      num_entries; per entry: varint node, varint ranks (ModelNode::collective_ranks).
 //   D: varint num_devices, strings (as the steps spelled them); varint flags (bit 0: missing accelerator stream);
 //      varint num_nodes; per node: zz device, varint num_inputs, per input shape (varint size,
 //      zz dims; size 0 = unknown).
@@ -65,6 +68,8 @@ std::string encode_header();
 std::string encode_model_chunk(const ProfileModel& model);
 // The 'K' chunk; empty when no node has a stack.
 std::string encode_traces_chunk(const ProfileModel& model);
+// The 'C' chunk; empty when no node is a collective op.
+std::string encode_collectives_chunk(const ProfileModel& model);
 std::string encode_state_chunk(const ProfileModel& model);
 std::string encode_step_chunk(int64_t step, const StepData& data);
 // The 'A' chunk; empty when the model dropped no step.

@@ -58,6 +58,33 @@ TEST(ProfileIo, ValidHandMadeFileDecodes) {
   EXPECT_EQ(back.stepscope_version, STEPSCOPE_VERSION);
 }
 
+// The collective ops' ranks (the 'C' chunk) round-trip; files without it load with none.
+TEST(ProfileIo, CollectiveRanksRoundTripAndAreChecked) {
+  ProfileModel model = one_node_model();
+  model.nodes[0].op = "Allreduce";
+  model.nodes[0].collective_ranks = 4;
+  const std::string head = encode_header() + encode_model_chunk(model);
+  const std::string tail = encode_state_chunk(model) + encode_end_chunk(0);
+  EXPECT_EQ(decode_profile(head + encode_collectives_chunk(model) + tail, "x").nodes[0].collective_ranks, 4);
+  EXPECT_EQ(decode_profile(head + tail, "x").nodes[0].collective_ranks, 0);
+  EXPECT_TRUE(encode_collectives_chunk(one_node_model()).empty());  // no collective: no chunk
+
+  std::string zero_ranks;
+  varint(zero_ranks, 1);
+  varint(zero_ranks, 0);
+  varint(zero_ranks, 0);
+  EXPECT_NE(decode_error(head + chunk('C', zero_ranks) + tail).find("node 'a': collective ranks 0 out of range"),
+            std::string::npos);
+  std::string no_such_node;
+  varint(no_such_node, 1);
+  varint(no_such_node, 7);
+  varint(no_such_node, 2);
+  EXPECT_NE(decode_error(head + chunk('C', no_such_node) + tail).find("node index out of range"), std::string::npos);
+  EXPECT_NE(decode_error(head + encode_state_chunk(model) + encode_collectives_chunk(model) + encode_end_chunk(0))
+                .find("misplaced collectives chunk"),
+            std::string::npos);
+}
+
 // Files written before the version chunk existed have none, and still load.
 TEST(ProfileIo, CodeTracesRoundTripAndAreChecked) {
   ProfileModel model = one_node_model();

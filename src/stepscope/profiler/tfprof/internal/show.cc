@@ -1,5 +1,7 @@
 #include "stepscope/profiler/tfprof/internal/show.h"
 
+#include "stepscope/ops/collective_trace.h"
+
 namespace stepscope::tfprof {
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -187,6 +189,9 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
   p.graph_nodes.clear();
   extra.op_types.clear();
   extra.devices.clear();
+  extra.collective.clear();
+  std::string_view collective_call;
+  int64_t collective_ranks = 0, bytes_moved = 0;
   bool matched = false;
   for (int32_t index : nodes) {
     const ModelNode& node = model.nodes[index];
@@ -215,7 +220,23 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     GraphNodeProto& g = p.graph_nodes.emplace_back();
     init_graph_node(g, node.name, index, model, stats);
     add_self_to_totals(g);
+    if (node.collective_ranks > 0) {
+      // Per output sizes are not kept: the call without an Allreduce's fused/direct split.
+      int data_inputs = 0;
+      for (int32_t slot : node.input_slots) data_inputs += slot >= 0 ? 1 : 0;
+      const int64_t output_bytes[] = {s.output_bytes};
+      if (const auto c = collective_trace_args(node.op, data_inputs, node.collective_ranks, output_bytes)) {
+        if (collective_call.empty()) {
+          collective_call = c->algorithm;
+          collective_ranks = c->ranks;
+        }
+        bytes_moved += c->bytes_moved;
+      }
+    }
   }
+  if (!collective_call.empty())
+    extra.collective = "collective: " + std::string(collective_call) + ", ranks: " + std::to_string(collective_ranks) +
+                       ", bytes_moved: " + format_memory(bytes_moved);
   auto sort_unique = [](std::vector<std::string_view>& v) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());

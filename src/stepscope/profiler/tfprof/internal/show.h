@@ -96,6 +96,9 @@ std::string join(const std::vector<std::string>& items, std::string_view sep);
 struct MultiExtra {
   std::vector<std::string_view> op_types;  // sorted, unique
   std::vector<std::string_view> devices;   // sorted, unique
+  // Collective ops among the nodes (ModelNode::collective_ranks): "collective: <MPI call>,
+  // ranks: N, bytes_moved: <what this rank sent>" (ops/collective_trace.h); empty when none.
+  std::string collective;
 };
 // ShowMultiNode::ReInit (TFMultiGraphNode::SnapshotNodes): the node's own statistics are the
 // sums over its graph nodes whose op types match account_type_regexes; graph_nodes gets each
