@@ -1,6 +1,7 @@
 // Issue 18's allreduce figure: the fused path DistributedOptimizer builds (one Allreduce op over
-// K gradient tensors: the ranks' agreement check, the copy into one buffer, MPI_Allreduce, the
-// copy out) against a bare MPI_Allreduce of one buffer of the same total size. Run under mpirun:
+// K gradient tensors: the ranks' agreement check, then inputs under 64 KiB copied into one buffer
+// and reduced in one MPI_Allreduce, bigger ones each reduced straight into its output) against
+// a bare MPI_Allreduce of one buffer of the same total size. Run under mpirun:
 //
 //   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json]
 //
