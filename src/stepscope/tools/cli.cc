@@ -260,11 +260,13 @@ int run_cli(const std::vector<std::string>& raw_args, std::ostream& out, std::os
   int port = 9001;
   CLI::App* serve_command = app.add_subcommand(
       "serve",
-      "A web UI for the runs under a directory: step time, scalars, timelines, tfprof views, critical path, memory");
+      "A web UI for the runs under a directory: step time, scalars, timelines, tfprof views, critical path, memory, "
+      "and data-parallel jobs with their ranks merged");
   serve_command
       ->add_option(
           "dir", serve_dir,
-          "Directory of a run or of many runs (each directory with event files, timelines or a profile is a run)")
+          "Directory of a run or of many runs (each directory with event files, timelines or a profile is a run; "
+          "a directory of runs named rank0, rank1, ... is a data-parallel job)")
       ->required();
   serve_command->add_option("--host", host, "Address to listen on (0.0.0.0: every interface)")->capture_default_str();
   serve_command->add_option("--port", port, "Port (Perfetto's URL links need 9001; 0: any free port)")
