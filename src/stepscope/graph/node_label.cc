@@ -5,6 +5,12 @@ namespace stepscope {
 std::string format_node_label(std::string_view name, std::string_view op, std::span<const NodeLabelInput> inputs) {
   std::string label;
   label.reserve(name.size() + op.size() + 5 + inputs.size() * 16);
+  append_node_label(label, name, op, inputs);
+  return label;
+}
+
+void append_node_label(std::string& label, std::string_view name, std::string_view op,
+                       std::span<const NodeLabelInput> inputs) {
   label.append(name).append(" = ").append(op).push_back('(');
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (i) label += ", ";
@@ -13,7 +19,6 @@ std::string format_node_label(std::string_view name, std::string_view op, std::s
     if (!inputs[i].control && inputs[i].output != 0) label.append(":").append(std::to_string(inputs[i].output));
   }
   label += ')';
-  return label;
 }
 
 namespace {

@@ -24,6 +24,9 @@ struct ParsedNodeLabelInput : NodeLabelInput {
 };
 
 std::string format_node_label(std::string_view name, std::string_view op, std::span<const NodeLabelInput> inputs);
+// The same label appended to `out` (many labels in one buffer: no allocation a label).
+void append_node_label(std::string& out, std::string_view name, std::string_view op,
+                       std::span<const NodeLabelInput> inputs);
 
 struct ParsedNodeLabel {
   bool valid = false;  // false: the label is not "name = Op(...)"; the fields below are empty

@@ -56,12 +56,16 @@ std::vector<int64_t> tfprof_dims(const Shape& shape) {
 }
 
 void ModelNode::update_op_types(const std::vector<std::string>& devices) {
-  op_types.clear();
-  op_types.push_back(op);
-  if (device >= 0) op_types.push_back(devices[device]);
-  if (trainable) op_types.emplace_back(kTrainableVarType);
-  std::sort(op_types.begin(), op_types.end());
-  op_types.erase(std::unique(op_types.begin(), op_types.end()), op_types.end());
+  // At most three, sorted and each once; left as they are when unchanged (no allocation).
+  std::string_view types[3];
+  size_t n = 0;
+  types[n++] = op;
+  if (device >= 0) types[n++] = devices[device];
+  if (trainable) types[n++] = kTrainableVarType;
+  std::sort(types, types + n);
+  n = static_cast<size_t>(std::unique(types, types + n) - types);
+  if (std::equal(op_types.begin(), op_types.end(), types, types + n)) return;
+  op_types.assign(types, types + n);
 }
 
 int32_t ProfileModel::find(std::string_view name) const {
@@ -338,7 +342,10 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     for (size_t i = 0; i < in.size() && i < node.input_shapes.size(); ++i)
       if (!same_dims(node.input_shapes[i], in[i])) node.input_shapes[i] = tfprof_dims(in[i]);
   }
-  std::sort(data.nodes.begin(), data.nodes.end(), [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; });
+  const auto by_node = [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; };
+  // Usually in order already (a step's records follow the graph's order), so checked first.
+  if (!std::is_sorted(data.nodes.begin(), data.nodes.end(), by_node))
+    std::sort(data.nodes.begin(), data.nodes.end(), by_node);
   ++steps_version;
   drop_old_steps();
 }

@@ -85,15 +85,25 @@ struct Executor::Plan {
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
       // Interned in one batch: the labels and op types. A label starts with the node's name, so
-      // the name is a view into it (one new string a node, not two).
-      std::vector<std::string> labels;
-      labels.reserve(items.size());
+      // the name is a view into it (one new string a node, not two). The labels are written
+      // back to back into one buffer first (Node::timeline_label's text, no allocation a label).
+      std::string labels;
+      labels.reserve(items.size() * 48);
+      std::vector<size_t> label_ends;
+      label_ends.reserve(items.size());
+      std::vector<NodeLabelInput> inputs;
+      for (const Item& item : items) {
+        inputs.clear();
+        for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
+        append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
+        label_ends.push_back(labels.size());
+      }
       std::vector<std::string_view> strings;
       strings.reserve(2 * items.size());
-      for (const Item& item : items) {
-        labels.push_back(item.node->timeline_label());
-        strings.push_back(labels.back());
-        strings.push_back(item.node->op_type());
+      for (size_t i = 0; i < items.size(); ++i) {
+        const size_t begin = i ? label_ends[i - 1] : 0;
+        strings.push_back(std::string_view(labels).substr(begin, label_ends[i] - begin));
+        strings.push_back(items[i].node->op_type());
       }
       std::vector<std::string_view> interned(strings.size());
       StepStats::intern_all(strings, interned.data());

@@ -13,14 +13,20 @@ class Writer {
   explicit Writer(std::string& out) : out_(out) {}
   void u8(uint8_t v) { out_ += static_cast<char>(v); }
   void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_ += static_cast<char>((v >> (8 * i)) & 0xff);
+    char bytes[4];
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    out_.append(bytes, 4);
   }
+  // Into a local buffer, then one append: a step's chunk is ~20 varints a node.
   void varint(uint64_t v) {
+    char bytes[10];
+    size_t n = 0;
     while (v >= 0x80) {
-      out_ += static_cast<char>((v & 0x7f) | 0x80);
+      bytes[n++] = static_cast<char>((v & 0x7f) | 0x80);
       v >>= 7;
     }
-    out_ += static_cast<char>(v);
+    bytes[n++] = static_cast<char>(v);
+    out_.append(bytes, n);
   }
   void zz(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
   void str(std::string_view s) {
