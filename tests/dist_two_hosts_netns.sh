@@ -72,7 +72,9 @@ EOF
 chmod +x "$dir/agent"
 
 # mpirun itself runs on "host 1"; the rank of host 2 starts through the agent. TCP only, on the
-# veth subnet only, for both MPI's data (btl) and its control channel (oob).
+# veth subnet only, for both MPI's data (btl) and its control channel (oob). (ctest's environment
+# is the other MPI tests': its shared-memory btl is replaced here; its ASAN_OPTIONS, which spare
+# the sanitizer build Open MPI's own leaks, reach both ranks.)
 export OMPI_MCA_btl=self,tcp
 export OMPI_MCA_btl_tcp_if_include=10.77.0.0/24
 export OMPI_MCA_oob_tcp_if_include=10.77.0.0/24
@@ -80,7 +82,10 @@ export OMPI_MCA_plm_rsh_agent="$dir/agent"
 echo "== mpirun -np 2 -H $ip1,$ip2 $* (namespaces $ns1, $ns2)"
 # One rank per host: MPI must see two machines (dist::local_size() 1 on each; dist_test checks it).
 export STEPSCOPE_TEST_LOCAL_SIZE=1
-timeout 50 ip netns exec "$ns1" "$mpiexec" -np 2 -H "$ip1,$ip2" -x STEPSCOPE_TEST_LOCAL_SIZE "$@" >"$dir/job.log" 2>&1
+forward="-x STEPSCOPE_TEST_LOCAL_SIZE"
+[ -z "${ASAN_OPTIONS:-}" ] || forward="$forward -x ASAN_OPTIONS"
+# shellcheck disable=SC2086 # $forward is several words on purpose
+timeout 50 ip netns exec "$ns1" "$mpiexec" -np 2 -H "$ip1,$ip2" $forward "$@" >"$dir/job.log" 2>&1
 code=$?
 cat "$dir/job.log"
 [ "$code" -ne 124 ] || fail "the job did not end within 50 s"
