@@ -26,6 +26,8 @@
 #include "stepscope/hooks/broadcast_global_variables_hook.h"
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/testing/toy_classification.h"
+#include "stepscope/testing/toy_classification.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/variables.h"
@@ -35,23 +37,6 @@ using namespace stepscope;
 namespace {
 
 constexpr int64_t kRows = 48, kGlobalBatch = 12, kFeatures = 5;
-
-// A small classification problem, the same on every rank (a fixed generator).
-void make_rows(std::vector<float>& x, std::vector<int32_t>& y) {
-  uint32_t state = 12345;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
-  };
-  for (int64_t i = 0; i < kRows; ++i) {
-    float sum = 0;
-    for (int k = 0; k < kFeatures; ++k) {
-      x.push_back(next());
-      sum += x.back() * (k + 1);
-    }
-    y.push_back(sum < -1 ? 0 : sum < 1 ? 1 : 2);
-  }
-}
 
 // Reads the global step when the session is created (after the broadcast hook gave every rank
 // rank 0's, restored or initial) and keeps the variables' values as the session ends.
@@ -73,7 +58,7 @@ int train(const std::string& checkpoint_dir, int64_t last_step, int64_t fail_at_
   const int64_t per_rank = kGlobalBatch / n;
   std::vector<float> all_x;
   std::vector<int32_t> all_y;
-  make_rows(all_x, all_y);
+  testing::toy_classification(kRows, kFeatures, all_x, all_y);  // the same on every rank
 
   Graph g;
   Scope root(g);

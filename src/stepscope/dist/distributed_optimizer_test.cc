@@ -16,6 +16,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/temp_dir.h"
+#include "stepscope/testing/toy_classification.h"
 #include "stepscope/train/dataset.h"
 #include "stepscope/train/layers.h"
 
@@ -28,19 +29,7 @@ constexpr int64_t kRows = 48, kGlobalBatch = 12, kEpochs = 3;
 Dataset rows() {
   std::vector<float> x;
   std::vector<int32_t> y;
-  uint32_t state = 12345;
-  auto next = [&] {
-    state = state * 1664525u + 1013904223u;
-    return static_cast<float>(state >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
-  };
-  for (int64_t i = 0; i < kRows; ++i) {
-    float sum = 0;
-    for (int k = 0; k < 5; ++k) {
-      x.push_back(next());
-      sum += x.back() * (k + 1);
-    }
-    y.push_back(sum < -1 ? 0 : sum < 1 ? 1 : 2);
-  }
+  testing::toy_classification(kRows, 5, x, y);
   return Dataset::from_tensor_slices({Tensor::from_vector(x, Shape{kRows, 5}), Tensor::from_vector(y, Shape{kRows})});
 }
 
