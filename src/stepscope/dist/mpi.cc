@@ -110,18 +110,6 @@ class MpiBackend : public CollectiveBackend {
       done += n;
     }
   }
-  void allreduce_sum(const void* in, void* out, int64_t count, DType dtype) override {
-    const MPI_Datatype type = mpi_type(dtype);
-    const size_t esize = dtype_size(dtype);
-    auto lock = serialize();
-    for (int64_t done = 0; done < count;) {
-      const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-      check(MPI_Allreduce(static_cast<const char*>(in) + done * esize, static_cast<char*>(out) + done * esize, n, type,
-                          MPI_SUM, comm_),
-            "MPI_Allreduce");
-      done += n;
-    }
-  }
   void broadcast(void* data, int64_t bytes, int root) override {
     auto lock = serialize();
     for (int64_t done = 0; done < bytes;) {

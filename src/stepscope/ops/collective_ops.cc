@@ -19,9 +19,6 @@ class LocalBackend : public CollectiveBackend {
   std::string describe() const override { return "local (one process)"; }
   bool agree(uint64_t) override { return true; }
   void allreduce_sum(void*, int64_t, DType) override {}
-  void allreduce_sum(const void* in, void* out, int64_t count, DType dtype) override {
-    if (count > 0 && in != out) std::memcpy(out, in, static_cast<size_t>(count) * dtype_size(dtype));
-  }
   void broadcast(void*, int64_t, int) override {}
   void reduce_sum(void*, int64_t, DType, int) override {}
   void allgather_int64(int64_t value, int64_t* out) override { out[0] = value; }
@@ -63,17 +60,6 @@ void expect_agreement(KernelContext& c, CollectiveBackend& b, int64_t count, uin
 }
 
 bool is_summable(DType d) { return d != DType::kBool && d != DType::kString; }
-
-void scale(void* data, int64_t n, DType dtype, double factor) {
-  if (dtype == DType::kFloat32) {
-    float* p = static_cast<float*>(data);
-    const float f = static_cast<float>(factor);
-    for (int64_t i = 0; i < n; ++i) p[i] *= f;
-  } else if (dtype == DType::kFloat64) {
-    double* p = static_cast<double*>(data);
-    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
-  }
-}
 
 // out[0, n) = in[0, n) * factor in one pass (a plain copy when factor is 1 or the dtype is not
 // floating: average is for floating dtypes only).
@@ -129,8 +115,9 @@ void allreduce_shape(ShapeContext& c) {
 // tensor into the fusion buffer costs two copies of it (in, and out again), about 2 x 64 KiB at
 // ~10 GB/s ≈ 13 µs at 64 KiB, while one more MPI_Allreduce call costs its latency (a few µs on
 // shared memory, tens over TCP). Below 64 KiB the copies are cheaper than a call each, so the
-// small ones share one call; above it a call of their own (no copy at all: MPI reads the input
-// and writes the output) is cheaper than the copies, and the large ones are most of the bytes.
+// small ones share one call; above it a call of their own (one copy, into its output, the
+// average taken on the way) is cheaper than the two copies, and the large ones are most of the
+// bytes.
 // A lone small input gains nothing from the buffer (one call either way), so it goes direct too.
 std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
   std::vector<bool> fused(input_bytes.size());
@@ -189,15 +176,17 @@ void allreduce_kernel(KernelContext& c) {
     copy_scaled(p, out.raw_data(), out.num_elements(), dtype, factor);
     p += bytes[i];
   }
-  // The others: each its own MPI_Allreduce from the input straight into the output, then one
-  // pass over the output for the average.
+  // The others: each its own MPI_Allreduce, in place on its output. The input goes into the
+  // output already divided by the number of ranks (the average of n ranks is the sum of each
+  // rank's 1/n of its value): that one pass is the copy a non-in-place MPI_Allreduce makes
+  // before reducing anyway, so the average costs no pass of its own.
   for (int i = 0; i < n; ++i) {
     if (fused[i]) continue;
     Tensor& out = c.allocate_output(i, dtype, c.input(i).shape());
     const int64_t count = out.num_elements();
     if (count == 0) continue;
-    b.allreduce_sum(c.input(i).raw_data(), out.raw_data(), count, dtype);
-    if (factor != 1.0) scale(out.raw_data(), count, dtype, factor);
+    copy_scaled(c.input(i).raw_data(), out.raw_data(), count, dtype, factor);
+    b.allreduce_sum(out.raw_data(), count, dtype);
   }
 }
 

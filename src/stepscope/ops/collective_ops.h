@@ -39,9 +39,6 @@ class CollectiveBackend {
   virtual bool agree(uint64_t key) = 0;
   // data[0, count) = its sum over ranks (dtype float32/float64/int32/int64).
   virtual void allreduce_sum(void* data, int64_t count, DType dtype) = 0;
-  // out[0, count) = the sum over ranks of in[0, count), in and out distinct buffers: no copy of
-  // `in` into `out` by the caller (MPI_Allreduce with sendbuf in, recvbuf out).
-  virtual void allreduce_sum(const void* in, void* out, int64_t count, DType dtype) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   // On root: data = the sum over ranks; elsewhere data is left alone.
   virtual void reduce_sum(void* data, int64_t count, DType dtype, int root) = 0;
@@ -61,8 +58,8 @@ void set_collective_backend(std::shared_ptr<CollectiveBackend> backend);
 
 enum class ReduceOp { kSum, kAverage };
 
-// An Allreduce input of at least this many bytes gets its own collective call, from its input
-// straight into its output; smaller ones (two or more) are packed into one fusion buffer.
+// An Allreduce input of at least this many bytes gets its own collective call, in place on its
+// output; smaller ones (two or more) are packed into one fusion buffer.
 inline constexpr int64_t kAllreduceDirectBytes = 64 << 10;
 // Which of an Allreduce's inputs (given their sizes in bytes) travel in the fusion buffer.
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes);
