@@ -209,11 +209,6 @@ void Timeline::Impl::resolve_dataflow(size_t k, NameIndex& index) {
       if (t >= 0) tensors[t].last_unref = std::max(tensors[t].last_unref, std::max(n.start, n.end - 1));
     }
   }
-  for (size_t i = step.node_begin; i < step.node_end; ++i) {
-    const Node& n = nodes[i];
-    for (size_t t = n.tensor_begin; t < n.tensor_begin + n.ns->output.size(); ++t)
-      tensors[t].destroy = tensors[t].last_unref;
-  }
 }
 
 // Logically const: results computed once, on first use (what the constructor leaves out, so a
@@ -283,7 +278,7 @@ void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
 
 void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options) const {
   need_flops();
-  if (options.show_dataflow) need_dataflow();
+  if (options.show_dataflow || options.show_memory) need_dataflow();  // tensors' last uses
   if (options.show_memory) need_memory();
   bool first = true;
   auto sep = [&] {
@@ -536,7 +531,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       s.ch('"');
       write_tensor_name(s, t);
       s.ch('"');
-      tail(pid_tensors(p.device), p.lane, std::clamp(p.end - 1, t.create, std::max(t.create, t.destroy)));
+      tail(pid_tensors(p.device), p.lane, std::clamp(p.end - 1, t.create, std::max(t.create, t.end_of_life())));
       s.lit(",\"id\":");
       s.u64(id);
       s.lit(",\"args\":{\"snapshot\":");
@@ -549,7 +544,7 @@ void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options)
       s.ch('"');
       write_tensor_name(s, t);
       s.ch('"');
-      tail(pid_tensors(nodes[t.node].device), 0, std::max(t.create, t.destroy));
+      tail(pid_tensors(nodes[t.node].device), 0, std::max(t.create, t.end_of_life()));
       s.lit(",\"id\":");
       s.u64(id);
       s.ch('}');

@@ -32,7 +32,10 @@ void Timeline::Impl::analyze_memory(size_t k) {
   bool has_records = false;
   for (size_t i = step.node_begin; i < step.node_end && !has_records; ++i)
     for (const AllocatorMemoryUsed& m : nodes[i].ns->memory) has_records |= !m.allocation_records.empty();
-  if (!has_records) memory_from_outputs(k, series_of);
+  if (!has_records) {
+    need_dataflow();  // TensorFlow's rule frees each output at its last use
+    memory_from_outputs(k, series_of);
+  }
   for (size_t i = step.node_begin; i < step.node_end && has_records; ++i) {
     const Node& n = nodes[i];
     const NodeExecStats& ns = *n.ns;
@@ -96,7 +99,7 @@ void Timeline::Impl::analyze_memory(size_t k) {
         const Tensor& owner = tensors[it->tensor];
         tensor.recorded = true;
         tensor.create = std::max(n.start, owner.create);
-        tensor.destroy = std::max(tensor.create, owner.destroy);
+        tensor.destroy = std::max(tensor.create, owner.end_of_life());
       }
     }
   }
@@ -160,7 +163,6 @@ void Timeline::Impl::memory_from_outputs(size_t k, SeriesOf& series_of) {
 }
 
 void Timeline::Impl::need_memory() const {
-  need_dataflow();
   std::call_once(memory_done, [this] {
     auto* self = const_cast<Impl*>(this);
     for (size_t k = 0; k < steps.size(); ++k) self->analyze_memory(k);

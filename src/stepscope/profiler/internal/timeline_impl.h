@@ -93,9 +93,11 @@ struct Timeline::Impl {
   };
   struct Tensor {
     uint32_t node, index;
-    int64_t create, destroy;  // trace-relative ns (N and D)
-    int64_t last_unref;       // TensorFlow's estimate of the end of its life
+    int64_t create, destroy;  // trace-relative ns (N and D); destroy set by the memory analysis
+    int64_t last_unref;       // TensorFlow's estimate of the end of its life (the dataflow's)
     bool recorded = false;    // lifetime from the allocator's records
+    // The two analyses write fields of their own (they may run on two threads at once).
+    int64_t end_of_life() const { return recorded ? destroy : last_unref; }
   };
   // One allocation (with its free, if the step saw it) of one allocator.
   struct Interval {
@@ -152,7 +154,8 @@ struct Timeline::Impl {
   void analyze_memory(size_t k);
   template <typename SeriesOf>
   void memory_from_outputs(size_t k, SeriesOf& series_of);
-  // The dataflow (inputs resolved) and memory analyses, done when a trace first needs them.
+  // The dataflow (inputs resolved, tensors' last uses) and memory analyses, done when first
+  // needed. The memory analysis needs the dataflow only for a step without allocation records.
   void need_dataflow() const;
   void need_memory() const;
   void need_flops() const;  // the graph nodes' FLOPs on the shapes each step saw

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "stepscope/base/error.h"
+#include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/tfprof_test_util.h"
 
@@ -394,3 +396,31 @@ TEST_F(ScopeViewTest, JsonForm) {
 
 }  // namespace
 }  // namespace stepscope
+
+namespace stepscope::tfprof {
+namespace {
+
+// The scope tree's shape on names whose scopes sort unlike their characters ('-' < '/' < '0'),
+// with empty components and a node that is also a scope.
+TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
+  ProfileModel model;
+  for (const char* name : {"a/b/c", "a/b0", "a/b-x", "a", "z//d", "/lead"}) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  const ViewTree tree = build_scope_tree(model);
+  std::function<std::string(int32_t)> render = [&](int32_t e) {
+    const ViewTree::Entry& entry = tree.entries[e];
+    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
+    if (entry.children.empty()) return out;
+    out += "(";
+    for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);
+    return out + ")";
+  };
+  EXPECT_EQ(render(tree.root), "_TFProfRoot((/lead#5) a#3(a/b(a/b/c#0) a/b-x#2 a/b0#1) z(z/(z//d#4)))");
+}
+
+}  // namespace
+}  // namespace stepscope::tfprof

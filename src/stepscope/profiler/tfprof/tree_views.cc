@@ -1,5 +1,5 @@
 // The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
-#include <map>
+#include <algorithm>
 
 #include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
@@ -215,29 +215,79 @@ struct TreeQuery {
 }  // namespace
 
 ViewTree build_scope_tree(const ProfileModel& model) {
-  ViewTree tree;
-  std::map<std::string, int32_t, std::less<>> by_name;
-  auto add = [&](std::string name, int32_t node) {
-    tree.entries.push_back({name, node, {}});
-    by_name.emplace(std::move(name), static_cast<int32_t>(tree.entries.size() - 1));
+  // The scopes as a tree of name components: entry (parent, component) found through an
+  // open-addressing table, its name a view into a model node's name ("a/b" of "a/b/c"), so no
+  // name is copied or compared whole until the entries are made.
+  struct Scope {
+    int32_t parent;  // -1: under the root
+    int32_t node;    // -1: a scope only
+    std::string_view component, name;
+    std::vector<int32_t> children;
   };
-  for (size_t i = 0; i < model.nodes.size(); ++i)
-    if (!by_name.count(model.nodes[i].name)) add(model.nodes[i].name, static_cast<int32_t>(i));
+  std::vector<Scope> scopes;
+  scopes.reserve(model.nodes.size() + model.nodes.size() / 4);
+  std::vector<int32_t> slots;
+  size_t mask = 0;
+  const auto hash = [](int32_t parent, std::string_view component) {
+    return std::hash<std::string_view>{}(component) ^ (static_cast<size_t>(parent) * 0x9E3779B97F4A7C15ull);
+  };
+  const auto place = [&](int32_t e) {
+    for (size_t at = hash(scopes[e].parent, scopes[e].component) & mask;; at = (at + 1) & mask)
+      if (slots[at] < 0) {
+        slots[at] = e;
+        return;
+      }
+  };
+  const auto grow = [&](size_t capacity) {
+    slots.assign(capacity, -1);
+    mask = capacity - 1;
+    for (size_t e = 0; e < scopes.size(); ++e) place(static_cast<int32_t>(e));
+  };
+  size_t capacity = 64;
+  while (capacity < 2 * scopes.capacity()) capacity *= 2;
+  grow(capacity);
+  std::vector<int32_t> roots;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
-    std::string_view name = model.nodes[i].name;
-    for (size_t slash = name.rfind('/'); slash != std::string_view::npos; slash = name.rfind('/')) {
-      name = name.substr(0, slash);
-      if (!by_name.count(name)) add(std::string(name), -1);
+    const std::string_view name = model.nodes[i].name;
+    int32_t parent = -1;
+    for (size_t begin = 0;;) {
+      const size_t slash = name.find('/', begin);
+      const size_t end = slash == std::string_view::npos ? name.size() : slash;
+      const std::string_view component = name.substr(begin, end - begin);
+      int32_t e = -1;
+      size_t at = hash(parent, component) & mask;
+      for (; slots[at] >= 0; at = (at + 1) & mask) {
+        const Scope& s = scopes[slots[at]];
+        if (s.parent == parent && s.component == component) {
+          e = slots[at];
+          break;
+        }
+      }
+      if (e < 0) {
+        e = static_cast<int32_t>(scopes.size());
+        scopes.push_back({parent, -1, component, name.substr(0, end), {}});
+        slots[at] = e;
+        (parent >= 0 ? scopes[parent].children : roots).push_back(e);
+        if (2 * scopes.size() > slots.size()) grow(2 * slots.size());
+      }
+      if (slash == std::string_view::npos) {
+        if (scopes[e].node < 0) scopes[e].node = static_cast<int32_t>(i);  // the first node of a name
+        break;
+      }
+      parent = e;
+      begin = slash + 1;
     }
   }
-  std::vector<int32_t> roots;
-  for (const auto& [name, e] : by_name) {
-    const size_t slash = name.rfind('/');
-    if (slash == std::string::npos)
-      roots.push_back(e);
-    else
-      tree.entries[by_name.find(std::string_view(name).substr(0, slash))->second].children.push_back(e);
+  // Children in name order: siblings share their parent's name, so their components decide.
+  const auto by_component = [&](int32_t a, int32_t b) { return scopes[a].component < scopes[b].component; };
+  ViewTree tree;
+  tree.entries.resize(scopes.size());
+  for (size_t e = 0; e < scopes.size(); ++e) {
+    Scope& s = scopes[e];
+    std::sort(s.children.begin(), s.children.end(), by_component);
+    tree.entries[e] = {std::string(s.name), s.node, std::move(s.children)};
   }
+  std::sort(roots.begin(), roots.end(), by_component);
   tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
   tree.root = static_cast<int32_t>(tree.entries.size() - 1);
   return tree;
