@@ -85,7 +85,7 @@ void Timeline::Impl::analyze_memory(size_t k) {
   }
   // Outputs that forward a buffer allocated in the step (Identity, Reshape, ...) live as long
   // as that buffer.
-  std::sort(aliases.begin(), aliases.end());
+  if (!std::is_sorted(aliases.begin(), aliases.end())) std::sort(aliases.begin(), aliases.end());  // usually in order
   if (!aliases.empty()) {
     for (size_t i = step.node_begin; i < step.node_end; ++i) {
       const Node& n = nodes[i];

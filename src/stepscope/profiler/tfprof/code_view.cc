@@ -189,7 +189,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
   // The path's last entry (TFCode::AddNode; a gradient's path has every frame suffixed, Build).
   auto leaf = [&](const ModelNode& node, std::string_view suffix) {
     int32_t at = 0;
-    if (node.stack.empty()) return child(0, code_trace_name(node.location) + std::string(suffix));
+    if (node.stack.empty()) return child(0, code_trace_name(model.site_of(node)) + std::string(suffix));
     for (int32_t frame : node.stack) at = child(at, frame_names[frame] + std::string(suffix));
     return at;
   };
@@ -203,7 +203,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
   std::map<std::string_view, int32_t> forwards;
   for (int32_t index : by_name) {
     const ModelNode& node = model.nodes[index];
-    if (node.location.file.empty() && node.stack.empty()) continue;
+    if (model.site_of(node).file.empty() && node.stack.empty()) continue;
     std::string_view forward;
     if (forward_name_of_gradient(node.name, &forward)) {
       gradients[forward].push_back(index);

@@ -55,17 +55,29 @@ std::vector<int64_t> tfprof_dims(const Shape& shape) {
   return shape.dim_vector();
 }
 
-void ModelNode::update_op_types(const std::vector<std::string>& devices) {
-  // At most three, sorted and each once; left as they are when unchanged (no allocation).
+std::string_view ProfileModel::intern_type_name(std::string_view name) {
+  if (auto it = type_name_index_.find(name); it != type_name_index_.end()) return type_names_[it->second];
+  const std::string_view kept = type_names_.emplace_back(name);
+  type_name_index_.emplace(kept, static_cast<int32_t>(type_names_.size() - 1));
+  return kept;
+}
+
+void ProfileModel::update_op_types(ModelNode& node) {
+  // At most three, sorted and each once.
   std::string_view types[3];
   size_t n = 0;
-  types[n++] = op;
-  if (device >= 0) types[n++] = devices[device];
-  if (trainable) types[n++] = kTrainableVarType;
+  types[n++] = intern_type_name(node.op);
+  if (node.device >= 0) {
+    if (device_type_names_.size() <= static_cast<size_t>(node.device)) device_type_names_.resize(devices.size());
+    std::string_view& device = device_type_names_[node.device];
+    if (device.empty()) device = intern_type_name(devices[node.device]);
+    types[n++] = device;
+  }
+  if (node.trainable) types[n++] = kTrainableVarType;
   std::sort(types, types + n);
   n = static_cast<size_t>(std::unique(types, types + n) - types);
-  if (std::equal(op_types.begin(), op_types.end(), types, types + n)) return;
-  op_types.assign(types, types + n);
+  std::copy(types, types + n, node.op_types.types_.begin());
+  node.op_types.size_ = static_cast<uint8_t>(n);
 }
 
 int32_t ProfileModel::find(std::string_view name) const {
@@ -73,14 +85,19 @@ int32_t ProfileModel::find(std::string_view name) const {
 }
 
 int32_t ProfileModel::add_node(ModelNode node) {
-  const auto index = static_cast<int32_t>(nodes.size());
+  nodes.push_back(std::move(node));
+  return index_last_node();
+}
+
+int32_t ProfileModel::index_last_node() {
+  const auto index = static_cast<int32_t>(nodes.size() - 1);
+  ModelNode& node = nodes.back();
   if (node.graph_id >= 0) {
     if (static_cast<size_t>(node.graph_id) >= by_graph_id_.size()) by_graph_id_.resize(node.graph_id + 1, -1);
     by_graph_id_[node.graph_id] = index;
   }
-  if (node.op_types.empty()) node.update_op_types(devices);
-  nodes.push_back(std::move(node));
-  by_name_.insert(nodes.back().name, index, [this](int32_t i) { return name_of(i); });
+  if (node.op_types.empty()) update_op_types(node);
+  by_name_.insert(node.name, index, [this](int32_t i) { return name_of(i); });
   ++structure_version;
   return index;
 }
@@ -98,15 +115,31 @@ int32_t ProfileModel::intern_device(std::string_view device) {
 
 bool ProfileModel::has_code_traces() const {
   for (const ModelNode& n : nodes)
-    if (!n.location.file.empty() || !n.stack.empty() || n.raw_stack >= 0) return true;
+    if (!site_of(n).file.empty() || !n.stack.empty() || n.raw_stack >= 0) return true;
   return false;
 }
 
-int32_t ProfileModel::intern_frame(const SourceLocation& frame) {
-  auto [it, inserted] = frame_index_.emplace(std::make_tuple(frame.file, frame.line, frame.function),
-                                             static_cast<int32_t>(frames.size()));
-  if (inserted) frames.push_back(frame);
-  return it->second;
+int32_t SourceLocationTable::intern(const SourceLocation& location) {
+  const Key key{location.file, location.line, location.function};
+  if (last_ >= 0) {
+    const SourceLocation& last = locations_[last_];
+    if (Key{last.file, last.line, last.function} == key) return last_;
+  }
+  if (auto it = index_.find(key); it != index_.end()) return last_ = it->second;
+  const SourceLocation& kept = locations_.emplace_back(location);
+  last_ = static_cast<int32_t>(locations_.size() - 1);
+  index_.emplace(Key{kept.file, kept.line, kept.function}, last_);
+  return last_;
+}
+
+int32_t ProfileModel::intern_site(const SourceLocation& site) {
+  if (site.file.empty() && site.line == 0 && site.function.empty()) return -1;
+  return sites.intern(site);
+}
+
+const SourceLocation& ProfileModel::site_of(const ModelNode& node) const {
+  static const SourceLocation unknown;
+  return node.site >= 0 ? sites[node.site] : unknown;
 }
 
 void ProfileModel::symbolize_stacks() {
@@ -148,13 +181,13 @@ void ProfileModel::sync_graph(const Graph& graph) {
   by_name_.reserve(nodes.size() + static_cast<size_t>(n - first), [this](int32_t i) { return name_of(i); });
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
-    int32_t index = fresh_model ? -1 : find(node.name());
-    ModelNode fresh;
-    ModelNode& m = index >= 0 ? nodes[index] : fresh;
-    if (index >= 0 && m.graph_id >= 0 && same_graph) continue;
+    const int32_t index = fresh_model ? -1 : find(node.name());
+    if (index >= 0 && nodes[index].graph_id >= 0 && same_graph) continue;
+    // A new node is made in place (indexed once filled in).
+    ModelNode& m = index >= 0 ? nodes[index] : nodes.emplace_back();
     m.name = node.name();
     m.op = std::string(node.op_type());
-    m.location = node.source_location();
+    m.site = intern_site(node.source_location());
     m.stack.clear();
     m.raw_stack = -1;
     if (const int32_t stack = node.call_stack_id(); stack >= 0) {
@@ -162,7 +195,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
       if (inserted) {
         const auto pcs = node.call_stack();
         raw_stacks_.emplace_back(pcs.begin(), pcs.end());
-        raw_sites_.push_back(m.location);
+        raw_sites_.push_back(site_of(m));
         raw_symbolized_.push_back(0);
         symbolized_.emplace_back();
       }
@@ -173,6 +206,10 @@ void ProfileModel::sync_graph(const Graph& graph) {
     m.inputs.clear();
     m.input_slots.clear();
     m.input_shapes.clear();
+    const size_t num_inputs = node.inputs().size() + node.control_inputs().size();
+    m.inputs.reserve(num_inputs);
+    m.input_slots.reserve(num_inputs);
+    m.input_shapes.reserve(num_inputs);
     for (const Output& in : node.inputs()) {
       const int32_t producer =
           static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
@@ -203,13 +240,13 @@ void ProfileModel::sync_graph(const Graph& graph) {
     if (is_collective_op(m.op))
       if (const auto collective = collective_trace_args(node, {}))
         m.collective_ranks = static_cast<int32_t>(collective->ranks);
-    m.update_op_types(devices);
+    update_op_types(m);
     if (index >= 0) {
       if (static_cast<size_t>(id) >= by_graph_id_.size()) by_graph_id_.resize(id + 1, -1);
       by_graph_id_[id] = index;
       ++structure_version;
     } else {
-      add_node(std::move(fresh));
+      index_last_node();
     }
   }
   if (static_cast<size_t>(n) > by_graph_id_.size()) by_graph_id_.resize(n, -1);
@@ -268,7 +305,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
         if (node.device >= 0 && node.device != dev_index) continue;  // seen on another device: dropped
         if (node.device < 0) {
           node.device = dev_index;
-          node.update_op_types(devices);
+          update_op_types(node);
         }
       }
       if (slot[index] < 0) {
@@ -417,7 +454,7 @@ void ProfileModel::recompute_derived() {
     nodes[i].steps_run = i < dropped.size() ? static_cast<int32_t>(dropped[i].steps) : 0;
   for (const auto& [_, data] : steps)
     for (const NodeStep& r : data.nodes) ++nodes[r.node].steps_run;
-  for (ModelNode& n : nodes) n.update_op_types(devices);
+  for (ModelNode& n : nodes) update_op_types(n);
   ++structure_version;
   ++steps_version;
 }

@@ -12,13 +12,14 @@
 // persistent, output = Σ over outputs of max(allocated, requested) bytes.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -43,12 +44,58 @@ inline constexpr std::string_view kTrainableVarType = "_trainable_variables";
 // train/variables.h's kTrainableVariables (the profiler layer sits below train: not included).
 inline constexpr const char* kTrainableVariablesCollection = "trainable_variables";
 
+// A node's op types (tfprof's: its op, its canonical device, "_trainable_variables"), sorted,
+// each once. Views of names its ProfileModel keeps as long as it lives: no allocation a node.
+class OpTypes {
+ public:
+  using value_type = std::string_view;
+  const std::string_view* begin() const { return types_.data(); }
+  const std::string_view* end() const { return types_.data() + size_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::string_view operator[](size_t i) const { return types_[i]; }
+
+ private:
+  friend class ProfileModel;
+  std::array<std::string_view, 3> types_{};
+  uint8_t size_ = 0;
+};
+
+// Source locations, each once (the nodes' creation sites, the frames of their stacks), by
+// index. A deque: the index's views of their strings stay put as it grows.
+class SourceLocationTable {
+ public:
+  int32_t intern(const SourceLocation& location);
+  const SourceLocation& operator[](size_t i) const { return locations_[i]; }
+  size_t size() const { return locations_.size(); }
+  bool empty() const { return locations_.empty(); }
+  auto begin() const { return locations_.begin(); }
+  auto end() const { return locations_.end(); }
+
+ private:
+  struct Key {
+    std::string_view file;
+    int line;
+    std::string_view function;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      const std::hash<std::string_view> h;
+      return h(k.file) ^ (h(k.function) * 31) ^ (static_cast<size_t>(k.line) * 0x9E3779B97F4A7C15ull);
+    }
+  };
+  std::deque<SourceLocation> locations_;
+  std::unordered_map<Key, int32_t, KeyHash> index_;
+  int32_t last_ = -1;  // the latest interned: nodes made in a loop share their site
+};
+
 struct ModelNode {
   std::string name;
   std::string op;
-  SourceLocation location;
+  int32_t site = -1;  // where the node was created: index into ProfileModel::sites; -1 unknown
   // The code view's frames of the node's creation, outermost first: indices into
-  // ProfileModel::frames; empty when unknown (the code view then uses `location` alone).
+  // ProfileModel::frames; empty when unknown (the code view then uses `site` alone).
   std::vector<int32_t> stack;
   // The captured stack not symbolised yet: index into ProfileModel's raw stacks; -1 for none.
   int32_t raw_stack = -1;
@@ -71,9 +118,7 @@ struct ModelNode {
   // From the steps:
   int32_t device = -1;                // canonical device: index into ProfileModel::devices
   int32_t steps_run = 0;              // number of steps with a record of the node
-  std::vector<std::string> op_types;  // sorted: op, canonical device, "_trainable_variables"
-
-  void update_op_types(const std::vector<std::string>& devices);
+  OpTypes op_types;                   // set by its ProfileModel (update_op_types)
 };
 
 // One node in one step (TensorFlow's ExecStep).
@@ -154,10 +199,18 @@ struct DroppedTotals {
 
 class ProfileModel {
  public:
+  ProfileModel() = default;
+  // Not copyable: its nodes' op types are views of names it keeps (a move keeps them in place).
+  ProfileModel(const ProfileModel&) = delete;
+  ProfileModel& operator=(const ProfileModel&) = delete;
+  ProfileModel(ProfileModel&&) = default;
+  ProfileModel& operator=(ProfileModel&&) = default;
+
   std::vector<ModelNode> nodes;
   std::vector<std::string> devices;        // lowercased device names seen in steps (TensorFlow's keys)
   std::vector<std::string> device_labels;  // the same as the steps spelled them (for timelines)
-  std::vector<SourceLocation> frames;      // the frames of the nodes' stacks, each once
+  SourceLocationTable frames;              // the frames of the nodes' stacks, each once
+  SourceLocationTable sites;               // the nodes' creation sites, each once
   std::map<int64_t, StepData> steps;
   // At most this many steps are kept (0: all). When add_step goes past it, the lowest step is
   // dropped and folded into `dropped`, so the memory stays bounded over any run length while
@@ -187,7 +240,11 @@ class ProfileModel {
   int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
   int32_t intern_device(std::string_view device);
   bool has_code_traces() const;
-  int32_t intern_frame(const SourceLocation& frame);
+  int32_t intern_frame(const SourceLocation& frame) { return frames.intern(frame); }
+  // The site's index in `sites`; -1 for an unknown one (no file, line or function).
+  int32_t intern_site(const SourceLocation& site);
+  // The node's creation site (empty when unknown).
+  const SourceLocation& site_of(const ModelNode& node) const;
   // Symbolises the captured stacks of the nodes synced since the last call (profiler/symbolizer.h)
   // into their `stack`s; bumps structure_version when a stack changed. Done when a code view or
   // a saved profile needs the stacks, not when the graph is synced.
@@ -196,9 +253,12 @@ class ProfileModel {
   void drop_old_steps();
   // Rebuilds what is derived from the steps (steps_run, op types) after loading.
   void recompute_derived();
+  // Sets the node's op types from its op, device and trainable flag.
+  void update_op_types(ModelNode& node);
 
  private:
   std::string_view name_of(int32_t index) const { return nodes[index].name; }
+  int32_t index_last_node();  // indexes nodes.back(), just added
   NodeNameIndex by_name_;
   std::vector<int32_t> by_graph_id_;  // graph node id -> node index
   uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
@@ -210,7 +270,11 @@ class ProfileModel {
   std::vector<std::vector<int32_t>> symbolized_;
   std::unordered_map<int32_t, int32_t> raw_of_graph_stack_;
   bool stacks_pending_ = false;
-  std::map<std::tuple<std::string, int, std::string>, int32_t> frame_index_;
+  // The names op types view (ops and devices), each once; a deque keeps them in place.
+  std::string_view intern_type_name(std::string_view name);
+  std::deque<std::string> type_names_;
+  std::unordered_map<std::string_view, int32_t> type_name_index_;
+  std::vector<std::string_view> device_type_names_;  // devices[i]'s interned name, once looked up
 };
 
 }  // namespace tfprof

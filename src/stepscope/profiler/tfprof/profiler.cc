@@ -39,7 +39,10 @@ struct Profiler::Impl {
   mutable std::vector<tfprof::NodeStats> stats;
   mutable uint64_t model_chunk_version = ~0ull;
   mutable std::string model_chunk;
-  std::map<int64_t, std::string> step_chunks;
+  // Each step's encoded chunk, made when a save first needs it and dropped when the step
+  // changes: a hook that saves after every trace encodes each step once, and add_step alone
+  // encodes nothing.
+  mutable std::map<int64_t, std::string> step_chunks;
   // save()'s bytes, kept between saves: a hook saving after every trace would otherwise
   // allocate and free the whole file's size each time.
   mutable std::string save_buffer;
@@ -176,10 +179,7 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
     MemoryByKind memory = stepscope::memory_by_kind(*m.graph, run_metadata.step_stats);
     if (!it->second.memory || memory.peak_bytes > it->second.memory->peak_bytes) it->second.memory = memory;
   }
-  if (it != m.model.steps.end()) m.step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
-  // The encoded steps follow the model's: those it dropped go.
-  while (!m.step_chunks.empty() && !m.model.steps.count(m.step_chunks.begin()->first))
-    m.step_chunks.erase(m.step_chunks.begin());
+  m.step_chunks.erase(step);
 }
 
 void Profiler::add_step_timing(int64_t step, const StepTiming& timing, int64_t hooks_ns) {
@@ -260,6 +260,10 @@ void Profiler::Impl::serialize_into(std::string& bytes) const {
                   tfprof::encode_collectives_chunk(model);
     model_chunk_version = model.structure_version;
   }
+  // The encoded steps follow the model's: those it dropped go, those not encoded yet are.
+  std::erase_if(step_chunks, [&](const auto& chunk) { return !model.steps.count(chunk.first); });
+  for (const auto& [step, data] : model.steps)
+    if (!step_chunks.count(step)) step_chunks.emplace(step, tfprof::encode_step_chunk(step, data));
   const std::string state = tfprof::encode_state_chunk(model) + tfprof::encode_dropped_chunk(model);
   size_t size = model_chunk.size() + state.size() + 64;
   for (const auto& [_, chunk] : step_chunks) size += chunk.size();
@@ -293,8 +297,6 @@ Profiler Profiler::load(const std::filesystem::path& path, uint64_t max_decompre
 Profiler Profiler::parse(std::string_view bytes, const std::string& source) {
   Profiler p;
   p.impl_->model = tfprof::decode_profile(bytes, source);
-  for (const auto& [step, data] : p.impl_->model.steps)
-    p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, data);
   return p;
 }
 
@@ -334,8 +336,6 @@ Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t st
         }
     }
   model.recompute_derived();
-  auto it = model.steps.find(step);
-  if (it != model.steps.end()) p.impl_->step_chunks[step] = tfprof::encode_step_chunk(step, it->second);
   return p;
 }
 

@@ -44,7 +44,7 @@ struct TreeQuery {
     init_graph_node(protos[e], entry.name, entry.node, model, stats);
     if (o.account.is_all()) return true;
     if (const ModelNode* n = model_node(e)) {
-      for (const std::string& type : n->op_types)
+      for (std::string_view type : n->op_types)
         if (o.account.matches(type)) return true;
       return false;
     }

@@ -147,9 +147,10 @@ std::string encode_model_chunk(const ProfileModel& model) {
   for (const ModelNode& n : model.nodes) {
     w.str(n.name);
     w.str(n.op);
-    w.str(n.location.file);
-    w.varint(static_cast<uint64_t>(n.location.line < 0 ? 0 : n.location.line));
-    w.str(n.location.function);
+    const SourceLocation& site = model.site_of(n);
+    w.str(site.file);
+    w.varint(static_cast<uint64_t>(site.line < 0 ? 0 : site.line));
+    w.str(site.function);
     w.zz(n.graph_id);
     w.varint(n.inputs.size());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -359,9 +360,11 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           ModelNode m;
           m.name = r.str();
           m.op = r.str();
-          m.location.file = r.str();
-          m.location.line = static_cast<int>(r.varint());
-          m.location.function = r.str();
+          SourceLocation site;
+          site.file = r.str();
+          site.line = static_cast<int>(r.varint());
+          site.function = r.str();
+          m.site = model.intern_site(site);
           // Graph ids index a table (by_graph_id_); every node of a graph is in the model, so
           // an id is below the model's node count.
           const int64_t graph_id = r.zz();

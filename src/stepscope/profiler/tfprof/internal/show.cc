@@ -123,7 +123,9 @@ std::string format_graph_node(const GraphNodeProto& p, bool account, const Model
   if (micros || o.has(Field::kCpuMicros))
     info.push_back(self_total(account, format_time(p.cpu_exec_micros), format_time(p.total_cpu_exec_micros)));
   if (o.has(Field::kDevice) && !p.devices.empty()) info.push_back(join(p.devices, "|"));
-  if (o.has(Field::kOpTypes)) info.push_back(node ? join(node->op_types, "|") : std::string(synthetic_op_type));
+  if (o.has(Field::kOpTypes))
+    info.push_back(node ? join(std::vector<std::string>(node->op_types.begin(), node->op_types.end()), "|")
+                        : std::string(synthetic_op_type));
   if (o.has(Field::kOccurrence)) {
     const std::string run = self_total(account, format_number(p.run_count), format_number(p.total_run_count));
     const std::string definition =
@@ -197,7 +199,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     const ModelNode& node = model.nodes[index];
     if (!account.is_all()) {
       bool any = false;
-      for (const std::string& type : node.op_types)
+      for (std::string_view type : node.op_types)
         if (account.matches(type)) {
           any = true;
           break;
@@ -215,7 +217,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     p.output_bytes += s.output_bytes;
     p.float_ops += s.float_ops;
     p.parameters += node.parameters;
-    for (const std::string& type : node.op_types) extra.op_types.push_back(type);
+    for (std::string_view type : node.op_types) extra.op_types.emplace_back(type);
     if (node.device >= 0) extra.devices.push_back(model.devices[node.device]);
     GraphNodeProto& g = p.graph_nodes.emplace_back();
     init_graph_node(g, node.name, index, model, stats);
