@@ -2,7 +2,9 @@
 // frame first, is a path from the root (TFCode::AddNode); the node counts at the path's last
 // frame, and every frame totals the nodes created below it. Nodes without a stack (captured off,
 // older profiles) go under the one line their std::source_location recorded.
+#include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <utility>
 
 #include "stepscope/profiler/symbolizer.h"
@@ -137,7 +139,7 @@ struct CodeQuery {
     for (int32_t c : show_children[e]) {
       text += lines[c];
       displayed.insert(displayed.end(), tree.entries[c].nodes.begin(), tree.entries[c].nodes.end());
-      MultiGraphNodeProto child = protos[c];
+      MultiGraphNodeProto child = std::move(protos[c]);  // a tree: each entry is shown once
       format(c, text, child, displayed);
       out.children.push_back(std::move(child));
     }
@@ -154,7 +156,7 @@ struct CodeQuery {
     print({0}, 1, 0);
     MultiViewResult result;
     result.text = multi_legend(o) + lines[0];
-    result.root = protos[0];
+    result.root = std::move(protos[0]);
     format(0, result.text, result.root, result.displayed);
     return result;
   }
@@ -174,23 +176,36 @@ std::string code_trace_name(const SourceLocation& location) {
 CodeTree build_code_tree(const ProfileModel& model) {
   CodeTree tree;
   tree.entries.push_back({std::string(kTFProfRoot), {}, {}});
-  std::map<std::pair<int32_t, std::string>, int32_t> child_of;  // (parent, trace name) -> entry
-  auto child = [&](int32_t parent, std::string name) {
-    auto [it, inserted] = child_of.emplace(std::make_pair(parent, name), static_cast<int32_t>(tree.entries.size()));
+  // Entries are found by (parent, trace name, gradient or not), the trace name as a number: each
+  // frame's and site's name is made once, and frames of one name (same basename, line and
+  // function) share it, as TensorFlow's string keys do.
+  std::vector<std::string> trace_names;
+  std::unordered_map<std::string, int32_t> trace_name_ids;
+  auto trace_name_id = [&](std::string name) {
+    auto [it, inserted] = trace_name_ids.emplace(name, static_cast<int32_t>(trace_names.size()));
+    if (inserted) trace_names.push_back(std::move(name));
+    return it->second;
+  };
+  std::vector<int32_t> frame_name(model.frames.size());
+  for (size_t f = 0; f < model.frames.size(); ++f) frame_name[f] = trace_name_id(code_trace_name(model.frames[f]));
+  std::vector<int32_t> site_name(model.sites.size() + 1);  // [0]: the unknown site
+  site_name[0] = trace_name_id(code_trace_name(SourceLocation{}));
+  for (size_t i = 0; i < model.sites.size(); ++i) site_name[i + 1] = trace_name_id(code_trace_name(model.sites[i]));
+  std::unordered_map<uint64_t, int32_t> child_of;  // (parent, trace name id, gradient) -> entry
+  auto child = [&](int32_t parent, int32_t name, bool gradient) {
+    const uint64_t key = (static_cast<uint64_t>(parent) << 32) | (static_cast<uint64_t>(name) << 1) | gradient;
+    auto [it, inserted] = child_of.emplace(key, static_cast<int32_t>(tree.entries.size()));
     if (inserted) {
-      tree.entries.push_back({std::move(name), {}, {}});
+      tree.entries.push_back({trace_names[name] + std::string(gradient ? kGradientSuffix : ""), {}, {}});
       tree.entries[parent].children.push_back(it->second);
     }
     return it->second;
   };
-  std::vector<std::string> frame_names;
-  frame_names.reserve(model.frames.size());
-  for (const SourceLocation& f : model.frames) frame_names.push_back(code_trace_name(f));
   // The path's last entry (TFCode::AddNode; a gradient's path has every frame suffixed, Build).
-  auto leaf = [&](const ModelNode& node, std::string_view suffix) {
+  auto leaf = [&](const ModelNode& node, bool gradient) {
     int32_t at = 0;
-    if (node.stack.empty()) return child(0, code_trace_name(model.site_of(node)) + std::string(suffix));
-    for (int32_t frame : node.stack) at = child(at, frame_names[frame] + std::string(suffix));
+    if (node.stack.empty()) return child(0, site_name[node.site + 1], gradient);
+    for (int32_t frame : node.stack) at = child(at, frame_name[frame], gradient);
     return at;
   };
 
@@ -210,7 +225,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
       continue;
     }
     forwards[node.name] = index;
-    tree.entries[leaf(node, {})].nodes.push_back(index);
+    tree.entries[leaf(node, false)].nodes.push_back(index);
   }
   for (const auto& [forward, grads] : gradients) {
     auto it = forwards.find(forward);
@@ -218,12 +233,14 @@ CodeTree build_code_tree(const ProfileModel& model) {
       ++tree.unaccounted_gradients;
       continue;
     }
-    auto& nodes = tree.entries[leaf(model.nodes[it->second], kGradientSuffix)].nodes;
+    auto& nodes = tree.entries[leaf(model.nodes[it->second], true)].nodes;
     nodes.insert(nodes.end(), grads.begin(), grads.end());
   }
+  // Nodes were added in name order; only a gradient entry shared by several forward nodes is not.
+  const auto by_node_name = [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; };
   for (CodeTree::Entry& e : tree.entries)
-    std::sort(e.nodes.begin(), e.nodes.end(),
-              [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+    if (!std::is_sorted(e.nodes.begin(), e.nodes.end(), by_node_name))
+      std::sort(e.nodes.begin(), e.nodes.end(), by_node_name);
   return tree;
 }
 

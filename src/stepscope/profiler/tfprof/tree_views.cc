@@ -182,7 +182,7 @@ struct TreeQuery {
     for (int32_t c : show_children[e]) {
       text += lines[c];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
-      GraphNodeProto child = protos[c];
+      GraphNodeProto child = std::move(protos[c]);  // each entry is shown once (print's `once`)
       format(c, text, child, displayed);
       out.children.push_back(std::move(child));
     }
@@ -206,7 +206,7 @@ struct TreeQuery {
 
     GraphViewResult result;
     result.text = graph_legend(o) + lines[root];
-    result.root = protos[root];
+    result.root = std::move(protos[root]);
     format(root, result.text, result.root, result.displayed);
     return result;
   }
