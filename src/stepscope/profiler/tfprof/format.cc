@@ -1,5 +1,7 @@
 #include "stepscope/profiler/tfprof/format.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <vector>
 
@@ -7,12 +9,6 @@
 
 namespace stepscope::tfprof {
 namespace {
-
-std::string printf_string(const char* format, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, value);
-  return buf;
-}
 
 constexpr std::string_view kTotalMicrosHelp =
     "total execution time: Sum of accelerator execution time and cpu execution time.";
@@ -54,31 +50,75 @@ constexpr std::string_view kAdviseHelp = "advise: Automatically profile and disc
 
 }  // namespace
 
+namespace {
+void append_integer(std::string& out, int64_t n) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
+}
+// "%.2f" of value, then the unit.
+void append_fixed(std::string& out, double value, std::string_view unit) {
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, "%.2f", value);
+  out.append(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
+  out += unit;
+}
+}  // namespace
+
+void append_number(std::string& out, int64_t n) {
+  if (n < 1000) return append_integer(out, n);
+  if (n < 1000000) return append_fixed(out, n / 1000.0, "k");
+  if (n < 1000000000) return append_fixed(out, n / 1000000.0, "m");
+  append_fixed(out, n / 1000000000.0, "b");
+}
+
+void append_time(std::string& out, int64_t micros) {
+  if (micros < 1000) {
+    append_integer(out, micros);
+    out += "us";
+    return;
+  }
+  if (micros < 1000000) return append_fixed(out, micros / 1000.0, "ms");
+  append_fixed(out, micros / 1000000.0, "sec");
+}
+
+void append_memory(std::string& out, int64_t bytes) {
+  if (bytes < 1000) {
+    append_integer(out, bytes);
+    out += 'B';
+    return;
+  }
+  if (bytes < 1000000) return append_fixed(out, bytes / 1000.0, "KB");
+  append_fixed(out, bytes / 1000000.0, "MB");
+}
+
+void append_dims(std::string& out, std::span<const int64_t> dims) {
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) out += 'x';
+    append_integer(out, dims[i]);
+  }
+}
+
 std::string format_number(int64_t n) {
-  if (n < 1000) return std::to_string(n);
-  if (n < 1000000) return printf_string("%.2fk", n / 1000.0);
-  if (n < 1000000000) return printf_string("%.2fm", n / 1000000.0);
-  return printf_string("%.2fb", n / 1000000000.0);
+  std::string out;
+  append_number(out, n);
+  return out;
 }
 
 std::string format_time(int64_t micros) {
-  if (micros < 1000) return std::to_string(micros) + "us";
-  if (micros < 1000000) return printf_string("%.2fms", micros / 1000.0);
-  return printf_string("%.2fsec", micros / 1000000.0);
+  std::string out;
+  append_time(out, micros);
+  return out;
 }
 
 std::string format_memory(int64_t bytes) {
-  if (bytes < 1000) return std::to_string(bytes) + "B";
-  if (bytes < 1000000) return printf_string("%.2fKB", bytes / 1000.0);
-  return printf_string("%.2fMB", bytes / 1000000.0);
+  std::string out;
+  append_memory(out, bytes);
+  return out;
 }
 
 std::string format_dims(std::span<const int64_t> dims) {
   std::string out;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) out += 'x';
-    out += std::to_string(dims[i]);
-  }
+  append_dims(out, dims);
   return out;
 }
 

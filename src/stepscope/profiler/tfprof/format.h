@@ -18,6 +18,11 @@ std::string format_memory(int64_t bytes);
 // Dimensions joined by 'x' ("3x3x3x6"); TensorFlow's shape vectors: a scalar is {1}, an unknown
 // shape is {} (printed "" here, "unknown" in input shapes), an unknown dimension -1.
 std::string format_dims(std::span<const int64_t> dims);
+// The same, appended to `out` (no string of their own: views format every node's line).
+void append_number(std::string& out, int64_t n);
+void append_time(std::string& out, int64_t micros);
+void append_memory(std::string& out, int64_t bytes);
+void append_dims(std::string& out, std::span<const int64_t> dims);
 
 // "\nDoc:\n<command help>\n<one help per selected field, alphabetically>\n\n" (QueryDoc).
 // `select` is the bit set of ViewOptions::select.

@@ -168,8 +168,10 @@ struct TreeQuery {
           show_children[e].push_back(c);
           if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
         }
-        lines[e] = std::string(last_indent, ' ') +
-                   format_graph_node(protos[e], account[e] != 0, model_node(e), synthetic_op_type, o) + "\n";
+        std::string& line = lines[e];
+        line.assign(static_cast<size_t>(last_indent), ' ');
+        append_graph_node(line, protos[e], account[e] != 0, model_node(e), synthetic_op_type, o);
+        line += '\n';
         shown.push_back(e);
       } else {
         shown.insert(shown.end(), shown_children.begin(), shown_children.end());

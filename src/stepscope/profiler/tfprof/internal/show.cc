@@ -98,47 +98,95 @@ std::string self_total(bool account, const std::string& self, const std::string&
   return (account ? self : std::string("--")) + "/" + total;
 }
 
-std::string format_graph_node(const GraphNodeProto& p, bool account, const ModelNode* node,
-                              std::string_view synthetic_op_type, const ViewOptions& o) {
-  std::vector<std::string> info;
+void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, const ModelNode* node,
+                       std::string_view synthetic_op_type, const ViewOptions& o) {
+  out += p.name;
+  out += " (";
+  bool first = true;
+  const auto field = [&] {
+    if (!first) out += ", ";
+    first = false;
+  };
+  // "<self>/<total><suffix>", "--" for the self of an unaccounted node.
+  const auto self_total = [&](void (*append)(std::string&, int64_t), int64_t self, int64_t total,
+                              std::string_view suffix = {}) {
+    if (account)
+      append(out, self);
+    else
+      out += "--";
+    out += '/';
+    append(out, total);
+    out += suffix;
+  };
   if (o.has(Field::kParams)) {
-    if (node && !node->shape.empty()) info.push_back(format_dims(node->shape));
-    info.push_back(self_total(account, format_number(p.parameters), format_number(p.total_parameters) + " params"));
+    if (node && !node->shape.empty()) {
+      field();
+      append_dims(out, node->shape);
+    }
+    field();
+    self_total(append_number, p.parameters, p.total_parameters, " params");
   }
-  if (o.has(Field::kFloatOps))
-    info.push_back(self_total(account, format_number(p.float_ops), format_number(p.total_float_ops) + " flops"));
-  if (o.has(Field::kBytes))
-    info.push_back(self_total(account, format_memory(p.requested_bytes), format_memory(p.total_requested_bytes)));
-  if (o.has(Field::kPeakBytes))
-    info.push_back(self_total(account, format_memory(p.peak_bytes), format_memory(p.total_peak_bytes)));
-  if (o.has(Field::kResidualBytes))
-    info.push_back(self_total(account, format_memory(p.residual_bytes), format_memory(p.total_residual_bytes)));
-  if (o.has(Field::kOutputBytes))
-    info.push_back(self_total(account, format_memory(p.output_bytes), format_memory(p.total_output_bytes)));
+  if (o.has(Field::kFloatOps)) {
+    field();
+    self_total(append_number, p.float_ops, p.total_float_ops, " flops");
+  }
+  const std::pair<Field, std::pair<int64_t, int64_t>> memories[] = {
+      {Field::kBytes, {p.requested_bytes, p.total_requested_bytes}},
+      {Field::kPeakBytes, {p.peak_bytes, p.total_peak_bytes}},
+      {Field::kResidualBytes, {p.residual_bytes, p.total_residual_bytes}},
+      {Field::kOutputBytes, {p.output_bytes, p.total_output_bytes}},
+  };
+  for (const auto& [f, values] : memories)
+    if (o.has(f)) {
+      field();
+      self_total(append_memory, values.first, values.second);
+    }
   const bool micros = o.has(Field::kMicros);
-  if (micros) info.push_back(self_total(account, format_time(p.exec_micros), format_time(p.total_exec_micros)));
-  if (micros || o.has(Field::kAcceleratorMicros))
-    info.push_back(
-        self_total(account, format_time(p.accelerator_exec_micros), format_time(p.total_accelerator_exec_micros)));
-  if (micros || o.has(Field::kCpuMicros))
-    info.push_back(self_total(account, format_time(p.cpu_exec_micros), format_time(p.total_cpu_exec_micros)));
-  if (o.has(Field::kDevice) && !p.devices.empty()) info.push_back(join(p.devices, "|"));
-  if (o.has(Field::kOpTypes))
-    info.push_back(node ? join(std::vector<std::string>(node->op_types.begin(), node->op_types.end()), "|")
-                        : std::string(synthetic_op_type));
+  if (micros) {
+    field();
+    self_total(append_time, p.exec_micros, p.total_exec_micros);
+  }
+  if (micros || o.has(Field::kAcceleratorMicros)) {
+    field();
+    self_total(append_time, p.accelerator_exec_micros, p.total_accelerator_exec_micros);
+  }
+  if (micros || o.has(Field::kCpuMicros)) {
+    field();
+    self_total(append_time, p.cpu_exec_micros, p.total_cpu_exec_micros);
+  }
+  if (o.has(Field::kDevice) && !p.devices.empty()) {
+    field();
+    for (size_t i = 0; i < p.devices.size(); ++i) (out += i ? "|" : "") += p.devices[i];
+  }
+  if (o.has(Field::kOpTypes)) {
+    field();
+    if (node) {
+      for (size_t i = 0; i < node->op_types.size(); ++i) (out += i ? "|" : "") += node->op_types[i];
+    } else {
+      out += synthetic_op_type;
+    }
+  }
   if (o.has(Field::kOccurrence)) {
-    const std::string run = self_total(account, format_number(p.run_count), format_number(p.total_run_count));
-    const std::string definition =
-        (account ? std::string("1") : std::string("--")) + "/" + format_number(p.total_definition_count);
-    info.push_back(run + "|" + definition);
+    field();
+    self_total(append_number, p.run_count, p.total_run_count);
+    out += account ? "|1/" : "|--/";
+    append_number(out, p.total_definition_count);
   }
   if (o.has(Field::kInputShapes)) {
-    std::vector<std::string> shapes;
-    for (const auto& [index, dims] : p.input_shapes)
-      shapes.push_back(std::to_string(index) + ":" + (dims.empty() ? std::string("unknown") : format_dims(dims)));
-    info.push_back(join(shapes, "|"));
+    field();
+    bool first_shape = true;
+    for (const auto& [index, dims] : p.input_shapes) {
+      if (!first_shape) out += '|';
+      first_shape = false;
+      out += std::to_string(index);
+      out += ':';
+      if (dims.empty())
+        out += "unknown";
+      else
+        append_dims(out, dims);
+    }
   }
-  return p.name + " (" + join(info, ", ") + ")";
+  out += ')';
 }
 
 std::string graph_legend(const ViewOptions& o) {

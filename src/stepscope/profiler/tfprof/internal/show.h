@@ -81,10 +81,10 @@ void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos
 // "<self>/<total>" or "--/<total>" for an unaccounted node.
 std::string self_total(bool account, const std::string& self, const std::string& total);
 
-// A scope/graph node line without indentation (TFShow::FormatNode): "name (f1, f2, ...)".
-// `node` is null for a synthetic node, whose op type is `synthetic_op_type`.
-std::string format_graph_node(const GraphNodeProto& p, bool account, const ModelNode* node,
-                              std::string_view synthetic_op_type, const ViewOptions& o);
+// A scope/graph node line without indentation (TFShow::FormatNode), appended to `out`:
+// "name (f1, f2, ...)". `node` is null for a synthetic node, whose op type is `synthetic_op_type`.
+void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, const ModelNode* node,
+                       std::string_view synthetic_op_type, const ViewOptions& o);
 // The legend of scope/graph views (TFShow::FormatLegend).
 std::string graph_legend(const ViewOptions& o);
 // The legend of op/code views (TFMultiShow::FormatLegend).
