@@ -17,7 +17,11 @@ struct TreeQuery {
   std::vector<GraphNodeProto> protos;
   std::vector<char> account;
   std::vector<std::vector<int32_t>> show_children;
+  // Each shown entry's line without its indentation (a chain's indentation grows with its depth:
+  // kept as a count, the spaces written once, into the text), and the text's size.
   std::vector<std::string> lines;
+  std::vector<int32_t> indents;
+  size_t text_bytes = 0;
   std::vector<char> visited;  // graph view: each node is visited once per pass
 
   TreeQuery(const ViewTree& t, const ProfileModel& m, const std::vector<NodeStats>& s, const ViewOptions& opts,
@@ -31,6 +35,7 @@ struct TreeQuery {
         account(t.entries.size(), 0),
         show_children(t.entries.size()),
         lines(t.entries.size()),
+        indents(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
 
   const ModelNode* model_node(int32_t e) const {
@@ -169,9 +174,11 @@ struct TreeQuery {
           if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
         }
         std::string& line = lines[e];
-        line.assign(static_cast<size_t>(last_indent), ' ');
+        line.clear();
         append_graph_node(line, protos[e], account[e] != 0, model_node(e), synthetic_op_type, o);
         line += '\n';
+        indents[e] = last_indent;
+        text_bytes += static_cast<size_t>(last_indent) + line.size();
         shown.push_back(e);
       } else {
         shown.insert(shown.end(), shown_children.begin(), shown_children.end());
@@ -182,6 +189,7 @@ struct TreeQuery {
 
   void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
     for (int32_t c : show_children[e]) {
+      text.append(static_cast<size_t>(indents[c]), ' ');
       text += lines[c];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
       GraphNodeProto child = std::move(protos[c]);  // each entry is shown once (print's `once`)
@@ -207,7 +215,10 @@ struct TreeQuery {
     print({root}, 1, 0, graph_view);
 
     GraphViewResult result;
-    result.text = graph_legend(o) + lines[root];
+    result.text = graph_legend(o);
+    result.text.reserve(result.text.size() + text_bytes);
+    result.text.append(static_cast<size_t>(indents[root]), ' ');
+    result.text += lines[root];
     result.root = std::move(protos[root]);
     format(root, result.text, result.root, result.displayed);
     return result;
