@@ -237,6 +237,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
   p.name = std::string(name);
   for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.self = 0;
   p.graph_nodes.clear();
+  p.graph_nodes.reserve(nodes.size());
   extra.op_types.clear();
   extra.devices.clear();
   extra.collective.clear();
@@ -265,8 +266,12 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     p.output_bytes += s.output_bytes;
     p.float_ops += s.float_ops;
     p.parameters += node.parameters;
-    for (std::string_view type : node.op_types) extra.op_types.emplace_back(type);
-    if (node.device >= 0) extra.devices.push_back(model.devices[node.device]);
+    // Few distinct values among many nodes: each added once (sorted below).
+    const auto add_once = [](std::vector<std::string_view>& set, std::string_view value) {
+      if (std::find(set.begin(), set.end(), value) == set.end()) set.push_back(value);
+    };
+    for (std::string_view type : node.op_types) add_once(extra.op_types, type);
+    if (node.device >= 0) add_once(extra.devices, model.devices[node.device]);
     GraphNodeProto& g = p.graph_nodes.emplace_back();
     init_graph_node(g, node.name, index, model, stats);
     add_self_to_totals(g);
