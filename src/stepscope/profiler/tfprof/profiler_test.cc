@@ -259,6 +259,23 @@ TEST_F(ProfilerTest, KeepsAtMostMaxStepsAndTheAveragesOfAll) {
   EXPECT_LT(bounded.serialize_to_string().size(), size_after_5 + size_after_5 / 10);
 }
 
+// A step's chunk is encoded when a save first needs it and kept for later saves: a step added
+// to again after a save is encoded anew, so the file holds what the model holds.
+TEST_F(ProfilerTest, ASaveAfterAStepGrewHoldsTheWholeStep) {
+  const RunMetadata first = mlp_.traced_step(), second = mlp_.traced_step();
+  Profiler saved_between(mlp_.graph), saved_once(mlp_.graph);
+  saved_between.set_log(&log_);
+  saved_once.set_log(&log_);
+  saved_between.add_step(5, first);
+  const std::string before = saved_between.serialize_to_string();
+  saved_between.add_step(5, second);  // several RunMetadata of one step add up
+  saved_once.add_step(5, first);
+  saved_once.add_step(5, second);
+  const std::string after = saved_between.serialize_to_string();
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after, saved_once.serialize_to_string());
+}
+
 TEST_F(ProfilerTest, StepStatsOfAStepAsTheExecutorRecordedIt) {
   RunMetadata md = mlp_.traced_step();
   Profiler p(mlp_.graph);
