@@ -96,7 +96,7 @@ int32_t ProfileModel::index_last_node() {
     if (static_cast<size_t>(node.graph_id) >= by_graph_id_.size()) by_graph_id_.resize(node.graph_id + 1, -1);
     by_graph_id_[node.graph_id] = index;
   }
-  if (node.op_types.empty()) update_op_types(node);
+  update_op_types(node);  // views of this model's names, whatever the node held
   by_name_.insert(node.name, index, [this](int32_t i) { return name_of(i); });
   ++structure_version;
   return index;

@@ -65,6 +65,12 @@ class OpTypes {
 // index. A deque: the index's views of their strings stay put as it grows.
 class SourceLocationTable {
  public:
+  SourceLocationTable() = default;
+  SourceLocationTable(const SourceLocationTable&) = delete;  // the index views its own strings
+  SourceLocationTable& operator=(const SourceLocationTable&) = delete;
+  SourceLocationTable(SourceLocationTable&&) = default;
+  SourceLocationTable& operator=(SourceLocationTable&&) = default;
+
   int32_t intern(const SourceLocation& location);
   const SourceLocation& operator[](size_t i) const { return locations_[i]; }
   size_t size() const { return locations_.size(); }
