@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <initializer_list>
 #include <vector>
 
 #include "stepscope/profiler/tfprof/view_options.h"
@@ -62,34 +63,28 @@ void append_fixed(std::string& out, double value, std::string_view unit) {
   out.append(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
   out += unit;
 }
+
+// Below 1000: the integer and units[0]; else "%.2f" in the largest unit (a step of 1000 each) it
+// reaches.
+void append_in_units(std::string& out, int64_t value, std::initializer_list<std::string_view> units) {
+  if (value < 1000) {
+    append_integer(out, value);
+    out += *units.begin();
+    return;
+  }
+  double scale = 1000;
+  size_t unit = 1;
+  while (unit + 1 < units.size() && value >= scale * 1000) {
+    scale *= 1000;
+    ++unit;
+  }
+  append_fixed(out, static_cast<double>(value) / scale, units.begin()[unit]);
+}
 }  // namespace
 
-void append_number(std::string& out, int64_t n) {
-  if (n < 1000) return append_integer(out, n);
-  if (n < 1000000) return append_fixed(out, n / 1000.0, "k");
-  if (n < 1000000000) return append_fixed(out, n / 1000000.0, "m");
-  append_fixed(out, n / 1000000000.0, "b");
-}
-
-void append_time(std::string& out, int64_t micros) {
-  if (micros < 1000) {
-    append_integer(out, micros);
-    out += "us";
-    return;
-  }
-  if (micros < 1000000) return append_fixed(out, micros / 1000.0, "ms");
-  append_fixed(out, micros / 1000000.0, "sec");
-}
-
-void append_memory(std::string& out, int64_t bytes) {
-  if (bytes < 1000) {
-    append_integer(out, bytes);
-    out += 'B';
-    return;
-  }
-  if (bytes < 1000000) return append_fixed(out, bytes / 1000.0, "KB");
-  append_fixed(out, bytes / 1000000.0, "MB");
-}
+void append_number(std::string& out, int64_t n) { append_in_units(out, n, {"", "k", "m", "b"}); }
+void append_time(std::string& out, int64_t micros) { append_in_units(out, micros, {"us", "ms", "sec"}); }
+void append_memory(std::string& out, int64_t bytes) { append_in_units(out, bytes, {"B", "KB", "MB"}); }
 
 void append_dims(std::string& out, std::span<const int64_t> dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -98,29 +93,19 @@ void append_dims(std::string& out, std::span<const int64_t> dims) {
   }
 }
 
-std::string format_number(int64_t n) {
+namespace {
+template <typename Value>
+std::string formatted(void (*append)(std::string&, Value), Value value) {
   std::string out;
-  append_number(out, n);
+  append(out, value);
   return out;
 }
+}  // namespace
 
-std::string format_time(int64_t micros) {
-  std::string out;
-  append_time(out, micros);
-  return out;
-}
-
-std::string format_memory(int64_t bytes) {
-  std::string out;
-  append_memory(out, bytes);
-  return out;
-}
-
-std::string format_dims(std::span<const int64_t> dims) {
-  std::string out;
-  append_dims(out, dims);
-  return out;
-}
+std::string format_number(int64_t n) { return formatted(append_number, n); }
+std::string format_time(int64_t micros) { return formatted(append_time, micros); }
+std::string format_memory(int64_t bytes) { return formatted(append_memory, bytes); }
+std::string format_dims(std::span<const int64_t> dims) { return formatted(append_dims, dims); }
 
 std::string query_doc(std::string_view cmd, uint32_t select) {
   std::string_view cmd_help;
