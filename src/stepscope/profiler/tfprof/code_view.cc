@@ -209,10 +209,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
     return at;
   };
 
-  std::vector<int32_t> by_name(model.nodes.size());
-  for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = static_cast<int32_t>(i);
-  std::sort(by_name.begin(), by_name.end(),
-            [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+  const std::vector<int32_t> by_name = model.order_by_name();
 
   std::map<std::string_view, std::vector<int32_t>> gradients;  // forward name -> gradient nodes
   std::map<std::string_view, int32_t> forwards;

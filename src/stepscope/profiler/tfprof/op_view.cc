@@ -118,11 +118,9 @@ std::string format_row(const MultiGraphNodeProto& n, const MultiExtra& extra, co
 
 OpGroups build_op_groups(const ProfileModel& model) {
   std::map<std::string_view, std::vector<int32_t>> groups;
-  for (size_t i = 0; i < model.nodes.size(); ++i) groups[model.nodes[i].op].push_back(static_cast<int32_t>(i));
+  for (int32_t i : model.order_by_name()) groups[model.nodes[i].op].push_back(i);  // each group in name order
   OpGroups out;
   for (auto& [op, nodes] : groups) {
-    std::sort(nodes.begin(), nodes.end(),
-              [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
     out.op_types.emplace_back(op);
     out.nodes.push_back(std::move(nodes));
   }

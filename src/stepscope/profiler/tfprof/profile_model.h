@@ -243,6 +243,8 @@ class ProfileModel {
   std::vector<NodeStats> stats(int64_t step) const;
 
   int32_t find(std::string_view name) const;  // -1 when absent
+  // The nodes' indices in name order (the views list nodes so).
+  std::vector<int32_t> order_by_name() const;
   int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
   int32_t intern_device(std::string_view device);
   bool has_code_traces() const;
