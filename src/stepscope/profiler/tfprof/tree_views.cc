@@ -19,8 +19,12 @@ struct TreeQuery {
   std::vector<std::vector<int32_t>> show_children;
   // Each shown entry's line without its indentation (a chain's indentation grows with its depth:
   // kept as a count, the spaces written once, into the text), and the text's size.
-  std::vector<std::string> lines;
-  std::vector<int32_t> indents;
+  struct Line {
+    size_t begin = 0, size = 0;  // in line_text
+    int32_t indent = 0;
+  };
+  std::vector<Line> lines;
+  std::string line_text;  // every shown entry's line, back to back (one buffer, not one each)
   size_t text_bytes = 0;
   std::vector<char> visited;  // graph view: each node is visited once per pass
 
@@ -35,7 +39,6 @@ struct TreeQuery {
         account(t.entries.size(), 0),
         show_children(t.entries.size()),
         lines(t.entries.size()),
-        indents(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
 
   const ModelNode* model_node(int32_t e) const {
@@ -173,12 +176,11 @@ struct TreeQuery {
           show_children[e].push_back(c);
           if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
         }
-        std::string& line = lines[e];
-        line.clear();
-        append_graph_node(line, protos[e], account[e] != 0, model_node(e), synthetic_op_type, o);
-        line += '\n';
-        indents[e] = last_indent;
-        text_bytes += static_cast<size_t>(last_indent) + line.size();
+        const size_t begin = line_text.size();
+        append_graph_node(line_text, protos[e], account[e] != 0, model_node(e), synthetic_op_type, o);
+        line_text += '\n';
+        lines[e] = {begin, line_text.size() - begin, last_indent};
+        text_bytes += static_cast<size_t>(last_indent) + lines[e].size;
         shown.push_back(e);
       } else {
         shown.insert(shown.end(), shown_children.begin(), shown_children.end());
@@ -187,10 +189,14 @@ struct TreeQuery {
     return shown;
   }
 
+  void append_line(std::string& text, int32_t e) const {
+    text.append(static_cast<size_t>(lines[e].indent), ' ');
+    text.append(line_text, lines[e].begin, lines[e].size);
+  }
+
   void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
     for (int32_t c : show_children[e]) {
-      text.append(static_cast<size_t>(indents[c]), ' ');
-      text += lines[c];
+      append_line(text, c);
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
       GraphNodeProto child = std::move(protos[c]);  // each entry is shown once (print's `once`)
       format(c, text, child, displayed);
@@ -217,8 +223,7 @@ struct TreeQuery {
     GraphViewResult result;
     result.text = graph_legend(o);
     result.text.reserve(result.text.size() + text_bytes);
-    result.text.append(static_cast<size_t>(indents[root]), ' ');
-    result.text += lines[root];
+    append_line(result.text, root);
     result.root = std::move(protos[root]);
     format(root, result.text, result.root, result.displayed);
     return result;
