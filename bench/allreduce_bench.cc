@@ -1,7 +1,8 @@
 // Issue 18's allreduce figure: the fused path DistributedOptimizer builds (one Allreduce op over
 // K gradient tensors: the ranks' agreement check, then inputs under 64 KiB copied into one buffer
-// and reduced in one MPI_Allreduce, bigger ones each reduced straight into its output) against
-// a bare MPI_Allreduce of one buffer of the same total size. Run under mpirun:
+// and reduced in one MPI_Allreduce, bigger ones each copied into its output already averaged and
+// reduced in place there) against a bare MPI_Allreduce of one buffer of the same total size. Run
+// under mpirun:
 //
 //   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json]
 //

@@ -27,7 +27,6 @@
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/testing/toy_classification.h"
-#include "stepscope/testing/toy_classification.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/variables.h"

@@ -1,6 +1,7 @@
-// ProfileModel's node indices by name: open addressing over the model's own node names, so a
-// node costs no copy of its name and no allocation of its own (an unordered_map<string, int>
-// cost two, and a cache miss on each probe of a big graph). A name's first node keeps it.
+// ProfileModel's node indices by name (and the scope tree's entries by scope name): open
+// addressing over names the caller keeps, so an entry costs no copy of its name and no
+// allocation of its own (an unordered_map<string, int> cost two, and a cache miss on each probe
+// of a big graph). A name's first entry keeps it.
 #pragma once
 
 #include <cstdint>

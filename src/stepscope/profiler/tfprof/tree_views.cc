@@ -3,6 +3,7 @@
 
 #include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
+#include "stepscope/profiler/tfprof/node_name_index.h"
 
 namespace stepscope::tfprof {
 namespace {
@@ -233,37 +234,18 @@ struct TreeQuery {
 }  // namespace
 
 ViewTree build_scope_tree(const ProfileModel& model) {
-  // The scopes as a tree of name components: entry (parent, component) found through an
-  // open-addressing table, its name a view into a model node's name ("a/b" of "a/b/c"), so no
-  // name is copied or compared whole until the entries are made.
+  // Every node's name and every scope above it ("a/b" of "a/b/c"), found through a NodeNameIndex
+  // over views into the model's names: no name is copied until the entries are made.
   struct Scope {
-    int32_t parent;  // -1: under the root
-    int32_t node;    // -1: a scope only
     std::string_view component, name;
+    int32_t node;  // -1: a scope only
     std::vector<int32_t> children;
   };
   std::vector<Scope> scopes;
   scopes.reserve(model.nodes.size() + model.nodes.size() / 4);
-  std::vector<int32_t> slots;
-  size_t mask = 0;
-  const auto hash = [](int32_t parent, std::string_view component) {
-    return std::hash<std::string_view>{}(component) ^ (static_cast<size_t>(parent) * 0x9E3779B97F4A7C15ull);
-  };
-  const auto place = [&](int32_t e) {
-    for (size_t at = hash(scopes[e].parent, scopes[e].component) & mask;; at = (at + 1) & mask)
-      if (slots[at] < 0) {
-        slots[at] = e;
-        return;
-      }
-  };
-  const auto grow = [&](size_t capacity) {
-    slots.assign(capacity, -1);
-    mask = capacity - 1;
-    for (size_t e = 0; e < scopes.size(); ++e) place(static_cast<int32_t>(e));
-  };
-  size_t capacity = 64;
-  while (capacity < 2 * scopes.capacity()) capacity *= 2;
-  grow(capacity);
+  const auto name_of = [&](int32_t e) { return scopes[e].name; };
+  NodeNameIndex by_name;
+  by_name.reserve(scopes.capacity(), name_of);
   std::vector<int32_t> roots;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const std::string_view name = model.nodes[i].name;
@@ -271,22 +253,13 @@ ViewTree build_scope_tree(const ProfileModel& model) {
     for (size_t begin = 0;;) {
       const size_t slash = name.find('/', begin);
       const size_t end = slash == std::string_view::npos ? name.size() : slash;
-      const std::string_view component = name.substr(begin, end - begin);
-      int32_t e = -1;
-      size_t at = hash(parent, component) & mask;
-      for (; slots[at] >= 0; at = (at + 1) & mask) {
-        const Scope& s = scopes[slots[at]];
-        if (s.parent == parent && s.component == component) {
-          e = slots[at];
-          break;
-        }
-      }
+      const std::string_view scope = name.substr(0, end);
+      int32_t e = by_name.find(scope, name_of);
       if (e < 0) {
         e = static_cast<int32_t>(scopes.size());
-        scopes.push_back({parent, -1, component, name.substr(0, end), {}});
-        slots[at] = e;
+        scopes.push_back({name.substr(begin, end - begin), scope, -1, {}});
+        by_name.insert(scope, e, name_of);
         (parent >= 0 ? scopes[parent].children : roots).push_back(e);
-        if (2 * scopes.size() > slots.size()) grow(2 * slots.size());
       }
       if (slash == std::string_view::npos) {
         if (scopes[e].node < 0) scopes[e].node = static_cast<int32_t>(i);  // the first node of a name
