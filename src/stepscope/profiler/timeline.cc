@@ -80,6 +80,7 @@ void Timeline::Impl::build(std::span<const StepStats* const> window_steps, std::
 
   nodes.reserve(num_nodes);
   names.reserve(num_nodes);
+  inputs.reserve(num_nodes * 2);
   tensors.reserve(num_nodes + num_nodes / 2);
   std::vector<std::vector<int64_t>> lane_lists;
   for (size_t k = 0; k < steps.size(); ++k) analyze_step(k, lane_lists);
@@ -142,9 +143,20 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
       // A kernel or copy: the op from its "<name>:<op>" annotation (TensorFlow's timeline).
       if (gpu_tracer && !graph_node && !gpu_op_of(ns.timeline_label, ns.node_name).op.empty())
         op = gpu_op_of(ns.timeline_label, ns.node_name).op;
-      if (ns.node_name == "RecvTensor") op = "RecvTensor";
+      n.input_begin = static_cast<uint32_t>(inputs.size());
+      if (ns.node_name == "RecvTensor") {
+        op = "RecvTensor";
+      } else if (graph_node && !gpu_tracer) {
+        for (const Output& in : graph_node->inputs())
+          inputs.push_back(
+              {in.index == 0 ? std::string_view(in.node->name()) : input_names.emplace_back(in.name()), -1});
+      } else if (label.valid && !gpu_tracer) {
+        std::string_view rest = label.inputs;
+        for (ParsedNodeLabelInput in; next_node_label_input(rest, in);) inputs.push_back({in.text, -1});
+      }
       n.op = op;
-      n.graph_node = graph_node;  // the inputs come later, when a trace needs them (need_inputs)
+      n.graph_node = graph_node;
+      n.num_inputs = static_cast<uint32_t>(inputs.size() - n.input_begin);
       n.tensor_begin = static_cast<uint32_t>(tensors.size());
       for (uint32_t i = 0; i < ns.output.size(); ++i)
         tensors.push_back({static_cast<uint32_t>(nodes.size()), i, n.start, n.end, n.end});
@@ -215,32 +227,7 @@ void Timeline::Impl::need_flops() const {
   });
 }
 
-// Each node's data inputs by name: from the graph when it has the node, else from the label (a
-// file); none for RecvTensor and GPU kernels.
-void Timeline::Impl::need_inputs() const {
-  std::call_once(inputs_done, [this] {
-    auto* self = const_cast<Impl*>(this);
-    self->inputs.reserve(nodes.size() * 2);
-    for (Node& n : self->nodes) {
-      const NodeExecStats& ns = *n.ns;
-      n.input_begin = static_cast<uint32_t>(inputs.size());
-      if (ns.node_name != "RecvTensor" && !gpu_tracer[n.device]) {
-        if (n.graph_node) {
-          for (const Output& in : n.graph_node->inputs())
-            self->inputs.push_back(
-                {in.index == 0 ? std::string_view(in.node->name()) : self->input_names.emplace_back(in.name()), -1});
-        } else if (const ParsedNodeLabel label = parse_node_label(ns.timeline_label); label.valid) {
-          std::string_view rest = label.inputs;
-          for (ParsedNodeLabelInput in; next_node_label_input(rest, in);) self->inputs.push_back({in.text, -1});
-        }
-      }
-      n.num_inputs = static_cast<uint32_t>(inputs.size() - n.input_begin);
-    }
-  });
-}
-
 void Timeline::Impl::need_dataflow() const {
-  need_inputs();
   std::call_once(dataflow_done, [this] {
     auto* self = const_cast<Impl*>(this);
     NameIndex index;
@@ -290,7 +277,6 @@ void Timeline::Impl::write_snapshot(json_out::Sink& s, const Tensor& t) const {
 }
 
 void Timeline::Impl::write(json_out::Sink& s, const ChromeTraceOptions& options) const {
-  need_inputs();  // every op's args name its inputs
   need_flops();
   if (options.show_dataflow || options.show_memory) need_dataflow();  // tensors' last uses
   if (options.show_memory) need_memory();

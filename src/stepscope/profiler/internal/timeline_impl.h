@@ -83,7 +83,7 @@ struct Timeline::Impl {
     std::string_view op;
     int64_t start, end;  // trace-relative ns
     int64_t flops = -1;
-    uint32_t input_begin = 0, num_inputs = 0;  // set by need_inputs
+    uint32_t input_begin, num_inputs;
     uint32_t tensor_begin;  // its outputs' tensors: tensor_begin + output index
     int32_t device, lane, step;
   };
@@ -136,7 +136,7 @@ struct Timeline::Impl {
   std::vector<Series> series;
   int64_t base_wall_ns = 0;  // wall clock of trace time 0 (0: unknown)
   int32_t num_step_lanes = 0;
-  mutable std::once_flag inputs_done, dataflow_done, memory_done, flops_done;
+  mutable std::once_flag dataflow_done, memory_done, flops_done;
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
   // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
@@ -154,7 +154,6 @@ struct Timeline::Impl {
   void analyze_memory(size_t k);
   template <typename SeriesOf>
   void memory_from_outputs(size_t k, SeriesOf& series_of);
-  void need_inputs() const;  // each node's input names (what traces and the dataflow need)
   // The dataflow (inputs resolved, tensors' last uses) and memory analyses, done when first
   // needed. The memory analysis needs the dataflow only for a step without allocation records.
   void need_dataflow() const;
