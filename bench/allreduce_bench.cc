@@ -1,20 +1,25 @@
 // Issue 18's allreduce figure: the fused path DistributedOptimizer builds (one Allreduce op over
-// K gradient tensors: the ranks' agreement check, then inputs under 64 KiB copied into one buffer
-// and reduced in one MPI_Allreduce, bigger ones each copied into its output already averaged and
-// reduced in place there) against a bare MPI_Allreduce of one buffer of the same total size. Run
-// under mpirun:
+// K gradient tensors: the ranks' agreement check, then inputs under 64 KiB packed into one buffer
+// (averaged on the way in) and reduced in one MPI_Allreduce, bigger ones each reduced in place
+// on their own) against a bare MPI_Allreduce of one buffer of the same total size. Run under
+// mpirun:
 //
-//   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json]
+//   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json] [--case TOTAL_KIB:TENSORS]
 //
-// For each total size (64 KiB .. 64 MiB of float32) and tensor count K, rounds alternate the two
-// (each round: a few repetitions of each, the median kept), and rank 0 prints the medians and
-// the throughput ratio bare / fused (target ≥ 0.9). One rank: MPI_Allreduce on one process.
+// The op is timed three ways: its own time in a traced run with owned inputs (made in the step
+// for it alone, as gradients are in training: reduced in their own buffers, no copy but the
+// fusion buffer's), the same with held inputs (Consts it must leave alone: each output a new
+// tensor, one more copy), and a whole Session::run of the held case. For each total size
+// (64 KiB .. 64 MiB of float32) and tensor count K, rounds alternate the four (each round: a few
+// repetitions of each, the median kept), and rank 0 prints the medians and the throughput ratios
+// bare / fused (target ≥ 0.9). One rank: MPI_Allreduce on one process.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,24 +45,41 @@ struct Case {
   int tensors;
 };
 
-// One fused Allreduce over `tensors` variables' values, in a session of its own.
+// One fused Allreduce over `tensors` tensors, in a session of its own. Its inputs are either
+// held (Consts: the op must leave them as they are, so it writes new outputs) or owned (each made
+// in the step by a Neg and read by the Allreduce alone, as gradients are in training: the op
+// reduces them in their own buffers).
 struct FusedAllreduce {
   Graph graph;
   std::vector<Output> outputs;
   std::unique_ptr<Session> session;
 
-  explicit FusedAllreduce(const Case& c) {
+  FusedAllreduce(const Case& c, bool owned) {
     Scope root(graph);
     std::vector<Output> inputs;
     const int64_t each = c.total_floats / c.tensors;
-    for (int t = 0; t < c.tensors; ++t)
-      inputs.push_back(constant(root.with_op_name("g" + std::to_string(t)),
-                                Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(each), 1.0f))));
+    for (int t = 0; t < c.tensors; ++t) {
+      Output value = constant(root.with_op_name("g" + std::to_string(t)),
+                              Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(each), 1.0f)));
+      inputs.push_back(owned ? neg(root.with_op_name("grad" + std::to_string(t)), value) : value);
+    }
     outputs = allreduce(root.with_op_name("fused"), inputs, ReduceOp::kAverage);
     session = std::make_unique<Session>(graph, SessionOptions{.inter_op_threads = 1});
     session->run({}, outputs);  // the plan and the buffers, outside the timing
   }
   void run() { session->run({}, outputs); }
+  // The Allreduce op's own time (its kernel, from a traced run's StepStats), in seconds.
+  double op_seconds() {
+    RunOptions options;
+    options.trace_level = TraceLevel::kSoftwareTrace;
+    RunMetadata metadata;
+    session->run({}, outputs, {}, options, &metadata);
+    for (const auto& dev : metadata.step_stats.dev_stats)
+      for (const auto& ns : dev.node_stats)
+        if (ns.node_name == "fused") return static_cast<double>(ns.op_end_rel_ns - ns.op_start_rel_ns) * 1e-9;
+    std::fprintf(stderr, "allreduce_bench: the traced run has no node \"fused\"\n");
+    std::exit(1);
+  }
 };
 
 }  // namespace
@@ -67,14 +89,23 @@ int main(int argc, char** argv) {
   using namespace stepscope;
   int rounds = 15;
   bool json = false;
+  std::vector<Case> only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--rounds" && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--case" && i + 1 < argc) {  // one case, TOTAL_KIB:TENSORS (profiling)
+      long long kib = 0;
+      int tensors = 0;
+      if (std::sscanf(argv[++i], "%lld:%d", &kib, &tensors) != 2 || kib <= 0 || tensors <= 0) {
+        std::fprintf(stderr, "--case wants TOTAL_KIB:TENSORS, e.g. 64:8\n");
+        return 2;
+      }
+      only.push_back({kib * 256, tensors});
     } else {
-      std::fprintf(stderr, "usage: mpirun -np N allreduce_bench [--rounds R] [--json]\n");
+      std::fprintf(stderr, "usage: mpirun -np N allreduce_bench [--rounds R] [--json] [--case TOTAL_KIB:TENSORS]...\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -82,44 +113,57 @@ int main(int argc, char** argv) {
   const bool chief = dist::rank() == 0;
   if (chief && !json)
     std::printf(
-        "allreduce over %d ranks (%s), float32, median of %d rounds\n"
-        "| total | tensors | fused Allreduce op | bare MPI_Allreduce | fused throughput / bare (target ≥ 0.9) |\n"
-        "|---|---|---|---|---|\n",
+        "allreduce over %d ranks (%s), float32, average, median of %d rounds\n"
+        "Throughput ratios are bare / fused (target ≥ 0.9). The op: its own time in a traced run, with inputs held\n"
+        "(Consts, left as they are) or owned (made in the step for it alone, as gradients are); the run: a whole\n"
+        "Session::run of the held case.\n"
+        "| total | tensors | bare MPI_Allreduce | op, inputs owned | op, inputs held | run, inputs held "
+        "| ratio: owned op | held op | held run |\n"
+        "|---|---|---|---|---|---|---|---|---|\n",
         dist::size(), dist::describe().c_str(), rounds);
-  const std::vector<Case> cases = {{16 << 10, 1},   {16 << 10, 8}, {256 << 10, 1}, {256 << 10, 8},
-                                   {256 << 10, 64}, {4 << 20, 8},  {4 << 20, 64},  {16 << 20, 16}};
+  std::vector<Case> cases = {{16 << 10, 1}, {16 << 10, 8}, {256 << 10, 1}, {256 << 10, 8}, {256 << 10, 64},
+                             {4 << 20, 1},  {4 << 20, 8},  {4 << 20, 64},  {16 << 20, 16}};
+  if (!only.empty()) cases = only;
   for (const Case& c : cases) {
-    FusedAllreduce fused(c);
+    FusedAllreduce held(c, false), owned(c, true);
     std::vector<float> buffer(static_cast<size_t>(c.total_floats), 1.0f);
     const int reps = c.total_floats >= (4 << 20) ? 3 : 20;
-    std::vector<double> fused_times, bare_times;
+    std::vector<double> held_runs, held_ops, owned_ops, bares;
+    const auto timed = [&](std::vector<double>& medians, const std::function<double()>& once) {
+      dist::barrier();
+      std::vector<double> times;
+      for (int i = 0; i < reps; ++i) times.push_back(once());
+      medians.push_back(median(times));
+    };
     for (int r = 0; r < rounds; ++r) {
-      dist::barrier();
-      std::vector<double> f, b;
-      for (int i = 0; i < reps; ++i) {
+      timed(held_runs, [&] {
         const double t0 = seconds_now();
-        fused.run();
-        f.push_back(seconds_now() - t0);
-      }
-      dist::barrier();
-      for (int i = 0; i < reps; ++i) {
+        held.run();
+        return seconds_now() - t0;
+      });
+      timed(held_ops, [&] { return held.op_seconds(); });
+      timed(owned_ops, [&] { return owned.op_seconds(); });
+      timed(bares, [&] {
         const double t0 = seconds_now();
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(c.total_floats), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
-        b.push_back(seconds_now() - t0);
-      }
-      fused_times.push_back(median(f));
-      bare_times.push_back(median(b));
+        return seconds_now() - t0;
+      });
     }
-    const double tf = median(fused_times), tb = median(bare_times);
+    const double run = median(held_runs), held_op = median(held_ops), owned_op = median(owned_ops),
+                 bare = median(bares);
     const double mb = static_cast<double>(c.total_floats) * 4 / (1 << 20);
     if (chief) {
       if (json)
         std::printf(
-            "{\"ranks\":%d,\"total_bytes\":%lld,\"tensors\":%d,\"fused_s\":%.9f,\"bare_s\":%.9f,\"ratio\":%.4f}\n",
-            dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, tf, tb, tb / tf);
+            "{\"ranks\":%d,\"total_bytes\":%lld,\"tensors\":%d,\"bare_s\":%.9f,\"owned_op_s\":%.9f,"
+            "\"held_op_s\":%.9f,\"held_run_s\":%.9f,\"ratio_owned_op\":%.4f,\"ratio_held_op\":%.4f,"
+            "\"ratio_held_run\":%.4f}\n",
+            dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, bare, owned_op, held_op, run,
+            bare / owned_op, bare / held_op, bare / run);
       else
-        std::printf("| %.2f MiB | %d | %.1f µs | %.1f µs | %.3f |\n", mb, c.tensors, tf * 1e6, tb * 1e6, tb / tf);
+        std::printf("| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f |\n", mb, c.tensors,
+                    bare * 1e6, owned_op * 1e6, held_op * 1e6, run * 1e6, bare / owned_op, bare / held_op, bare / run);
       std::fflush(stdout);
     }
   }

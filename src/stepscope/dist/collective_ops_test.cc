@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/dist/mpi.h"
@@ -154,6 +155,123 @@ TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
         const float base = static_cast<float>(static_cast<int>(k % 97) + 10 * static_cast<int>(i) - 20);
         ASSERT_EQ(sv[k], total * base) << "sum: input " << i << ", element " << k;
         ASSERT_EQ(mv[k], total * base * inverse) << "average: input " << i << ", element " << k;
+      }
+    }
+  }
+}
+
+// An input only the Allreduce holds (a gradient in training) is reduced in its own buffer and
+// handed on as the output; an input others still hold (a Const here) is left as it was and the
+// output is a new tensor. Small and large inputs, fused and direct, sum and average.
+TEST(Collective, AllreduceReducesInputsItAloneHoldsInTheirOwnBuffers) {
+  const int r = dist::rank(), n = dist::size();
+  constexpr int64_t kLarge = kAllreduceDirectBytes / 4 + 3;  // float32 elements: direct
+  const std::vector<int64_t> sizes = {5, kLarge, 7, 2 * kLarge};
+  for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    Graph g;
+    Scope s(g);
+    // Input i, element k, on rank r: (r + 1) * ((k % 89) + i - 40), made by a Neg in the step
+    // (owned) or a Const (held).
+    std::vector<Output> owned, held;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      std::vector<float> v(static_cast<size_t>(sizes[i]));
+      for (size_t k = 0; k < v.size(); ++k)
+        v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + static_cast<int>(i) - 40));
+      owned.push_back(neg(s, constant(s, v, Shape{sizes[i]})));
+      held.push_back(constant(s, v, Shape{sizes[i]}));
+    }
+    const std::vector<Output> from_owned = allreduce(s.with_op_name("from_owned"), owned, op);
+    const std::vector<Output> from_held =
+        allreduce(s.with_control_dependencies({from_owned[0].node}).with_op_name("from_held"), held, op);
+    std::vector<Output> fetches = from_owned;
+    fetches.insert(fetches.end(), from_held.begin(), from_held.end());
+    Session sess(g);
+    for (int run = 0; run < 3; ++run) {  // a Const modified in place would show on the next run
+      RunMetadata metadata;
+      RunOptions options;
+      options.trace_level = TraceLevel::kFullTrace;
+      auto out = sess.run({}, fetches, {}, run == 2 ? options : RunOptions{}, run == 2 ? &metadata : nullptr);
+      const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks
+      const float scale = op == ReduceOp::kAverage ? static_cast<float>(1.0 / n) : 1.0f;
+      for (size_t j = 0; j < fetches.size(); ++j) {
+        const size_t i = j % sizes.size();
+        const float sign = j < sizes.size() ? -1.0f : 1.0f;
+        auto v = out[j].flat<float>();
+        ASSERT_EQ(out[j].shape(), (Shape{sizes[i]}));
+        for (int64_t k = 0; k < sizes[i]; ++k) {
+          const float base = static_cast<float>(static_cast<int>(k % 89) + static_cast<int>(i) - 40);
+          ASSERT_EQ(v[k], sign * total * base * scale)
+              << (j < sizes.size() ? "owned" : "held") << " input " << i << ", element " << k << ", run " << run;
+        }
+      }
+      if (run < 2) continue;
+      // Where each output lies: in its input's buffer for the owned ones; for the held ones, in
+      // a new tensor when there is reducing to do (more than one rank).
+      std::map<std::string, std::vector<uint64_t>> outputs;
+      for (const auto& dev : metadata.step_stats.dev_stats)
+        for (const auto& ns : dev.node_stats)
+          for (const auto& o : ns.output)
+            outputs[std::string(ns.node_name)].push_back(o.tensor_description.allocation_description.ptr);
+      const auto& reduced_owned = outputs["from_owned"];
+      const auto& reduced_held = outputs["from_held"];
+      ASSERT_EQ(reduced_owned.size(), sizes.size());
+      ASSERT_EQ(reduced_held.size(), sizes.size());
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const auto& made = outputs[owned[i].node->name()];
+        ASSERT_EQ(made.size(), 1u);
+        EXPECT_EQ(reduced_owned[i], made[0]) << "owned input " << i;
+        const auto& constant_out = outputs[held[i].node->name()];
+        ASSERT_EQ(constant_out.size(), 1u);
+        if (n > 1) {
+          EXPECT_NE(reduced_held[i], constant_out[0]) << "held input " << i;
+        }
+      }
+    }
+  }
+}
+
+// Buffers of kAllreducePiecedBytes and more (a large input; a fusion buffer of many small ones)
+// are reduced in pieces where the ranks share a host: the last piece partial, a piece boundary
+// inside a fused input, inputs owned and held, sum and average.
+TEST(Collective, AllreduceReducesBigBuffersInPiecesExactly) {
+  const int r = dist::rank(), n = dist::size();
+  const int64_t large = kAllreducePiecedBytes / 4 + 5;  // float32 elements
+  const int64_t small = kAllreduceDirectBytes / 4 - 3;
+  const int num_small = static_cast<int>(kAllreducePiecedBytes / (small * 4)) + 1;
+  ASSERT_GE(num_small * small * 4, kAllreducePiecedBytes);
+  ASSERT_NE((small * 4) % kAllreducePieceBytes, 0);
+  const auto values = [&](int64_t size, int i) {
+    std::vector<float> v(static_cast<size_t>(size));
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + i % 7 - 40));
+    return v;
+  };
+  for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (const bool owned : {true, false}) {
+      Graph g;
+      Scope s(g);
+      std::vector<Output> inputs;
+      for (int i = 0; i <= num_small; ++i) {
+        const int64_t size = i == 0 ? large : small;
+        const Output value = constant(s, values(size, i), Shape{size});
+        inputs.push_back(owned ? identity(s, mul(s, value, 1.0)) : value);
+      }
+      const std::vector<Output> outputs = allreduce(s, inputs, op);
+      Session sess(g);
+      for (int run = 0; run < 2; ++run) {
+        const auto out = sess.run({}, outputs);
+        const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks
+        const float scale = op == ReduceOp::kAverage ? static_cast<float>(1.0 / n) : 1.0f;
+        for (size_t i = 0; i < out.size(); ++i) {
+          auto v = out[i].flat<float>();
+          ASSERT_EQ(v.size(), static_cast<size_t>(i == 0 ? large : small));
+          int64_t wrong = 0, first_wrong = -1;
+          for (size_t k = 0; k < v.size(); ++k) {
+            const float base = static_cast<float>(static_cast<int>(k % 89) + static_cast<int>(i) % 7 - 40);
+            if (v[k] != total * base * scale && wrong++ == 0) first_wrong = static_cast<int64_t>(k);
+          }
+          ASSERT_EQ(wrong, 0) << (owned ? "owned" : "held") << " input " << i << ", first wrong element " << first_wrong
+                              << ", run " << run;
+        }
       }
     }
   }

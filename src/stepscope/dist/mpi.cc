@@ -78,16 +78,19 @@ int int_count(int64_t n, const char* what) {
 
 class MpiBackend : public CollectiveBackend {
  public:
-  MpiBackend(MPI_Comm comm, MPI_Comm control, int rank, int size, bool thread_multiple, std::string library)
+  MpiBackend(MPI_Comm comm, MPI_Comm control, int rank, int size, bool on_one_host, bool thread_multiple,
+             std::string library)
       : comm_(comm),
         control_(control),
         rank_(rank),
         size_(size),
+        on_one_host_(on_one_host),
         thread_multiple_(thread_multiple),
         library_(std::move(library)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool on_one_host() const override { return on_one_host_; }
   std::string describe() const override {
     return "MPI (" + library_ + ", " + (thread_multiple_ ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED") + ")";
   }
@@ -184,7 +187,7 @@ class MpiBackend : public CollectiveBackend {
 
   MPI_Comm comm_, control_;
   int rank_, size_;
-  bool thread_multiple_;
+  bool on_one_host_, thread_multiple_;
   std::string library_;
   std::mutex mutex_;
 };
@@ -280,8 +283,8 @@ void init(const InitOptions& options) {
     MPI_Comm control;
     MPI_Comm_dup(comm, &control);
     MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
-    mpi_backend = std::make_shared<MpiBackend>(comm, control, state.rank, state.size, provided >= MPI_THREAD_MULTIPLE,
-                                               library_version());
+    mpi_backend = std::make_shared<MpiBackend>(comm, control, state.rank, state.size, state.local_size == state.size,
+                                               provided >= MPI_THREAD_MULTIPLE, library_version());
     set_collective_backend(mpi_backend);
     state.clock = estimate_clock_offset(control, state.rank, state.size);
   }

@@ -37,6 +37,8 @@ class CollectiveBackend {
   // Every rank passes the same `key` (a hash of the node name and element count); false when they
   // differ. The backend's way to catch collectives run in different orders on different ranks.
   virtual bool agree(uint64_t key) = 0;
+  // True when every rank runs on this host (MPI's shared-memory transport carries the data).
+  virtual bool on_one_host() const { return size() == 1; }
   // data[0, count) = its sum over ranks (dtype float32/float64/int32/int64).
   virtual void allreduce_sum(void* data, int64_t count, DType dtype) = 0;
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
@@ -63,12 +65,18 @@ enum class ReduceOp { kSum, kAverage };
 inline constexpr int64_t kAllreduceDirectBytes = 64 << 10;
 // Which of an Allreduce's inputs (given their sizes in bytes) travel in the fusion buffer.
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes);
+// Where the ranks share one host, a buffer of at least kAllreducePiecedBytes (an input reduced on
+// its own, or the fusion buffer) is reduced in pieces of kAllreducePieceBytes, one call each.
+inline constexpr int64_t kAllreducePiecedBytes = 8 << 20;
+inline constexpr int64_t kAllreducePieceBytes = 256 << 10;
 
 // The sum (or average: floating dtypes only) over ranks of each input; outputs have the inputs'
 // dtypes and shapes (all inputs one dtype). Of several inputs, those under
 // kAllreduceDirectBytes travel fused in one buffer, one collective call for them all (what
-// DistributedOptimizer builds); a larger one (or a lone one) is reduced on its own, straight from
-// its input into its output. Gradient: the same allreduce of the outputs' gradients.
+// DistributedOptimizer builds); a larger one (or a lone one) is reduced on its own. An input only
+// this op holds (a gradient in training) is reduced in its own buffer, which becomes the output;
+// others are left alone and their outputs are new tensors. Gradient: the same allreduce of the
+// outputs' gradients.
 std::vector<Output> allreduce(const Scope& scope, const std::vector<Output>& inputs, ReduceOp op = ReduceOp::kSum,
                               CallSite site = CallSite::current());
 Output allreduce(const Scope& scope, Output x, ReduceOp op = ReduceOp::kSum, CallSite site = CallSite::current());
