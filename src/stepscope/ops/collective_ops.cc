@@ -138,8 +138,8 @@ void allreduce_shape(ShapeContext& c) {
 // How many bytes of a buffer of `bytes` one MPI_Allreduce call takes. Where the ranks share one
 // host and the buffer is 8 MiB or more, pieces of 256 KiB, each averaged right before its call
 // (so it is still in cache when MPI reads it): measured here on Open MPI's shared-memory
-// transport, with and without CMA's single copy, that is 1.1-1.4x faster than one call from 8 to
-// 16 MiB (2.4x at 64 MiB without CMA), and slower below 8 MiB with CMA. Across hosts, where a call
+// transport, with and without CMA's single copy, that is 1.3-1.9x faster than one call from 8 to
+// 16 MiB (2.8x at 64 MiB without CMA), and slower at 4 MiB with CMA (0.9x). Across hosts, where a call
 // costs a network latency, unmeasured: one call, as MPI segments it itself.
 int64_t allreduce_piece_bytes(const CollectiveBackend& b, int64_t bytes) {
   return b.on_one_host() && bytes >= kAllreducePiecedBytes ? kAllreducePieceBytes : bytes;
