@@ -127,6 +127,16 @@ void allreduce_shape(ShapeContext& c) {
   }
 }
 
+// How many bytes of a buffer of `bytes` one MPI_Allreduce call takes. Where the ranks share one
+// host and the buffer is 8 MiB or more, pieces of 256 KiB, each averaged right before its call
+// (so it is still in cache when MPI reads it). Measured here on Open MPI's shared-memory
+// transport, with and without CMA's single copy, that is 1.3-1.9x faster than one call from 8 to
+// 16 MiB (2.8x at 64 MiB without CMA), and slower at 4 MiB with CMA (0.9x). Across hosts, where
+// a call costs a network latency, unmeasured: one call, which MPI segments itself.
+int64_t allreduce_piece_bytes(const CollectiveBackend& b, int64_t bytes) {
+  return b.on_one_host() && bytes >= kAllreducePiecedBytes ? kAllreducePieceBytes : bytes;
+}
+
 // Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: packing a
 // tensor into the fusion buffer costs two copies of it (in, and out again), about 2 x 64 KiB at
 // ~10 GB/s ≈ 13 µs at 64 KiB, while one more MPI_Allreduce call costs its latency (a few µs on
@@ -135,16 +145,6 @@ void allreduce_shape(ShapeContext& c) {
 // average taken on the way) is cheaper than the two copies, and the large ones are most of the
 // bytes.
 // A lone small input gains nothing from the buffer (one call either way), so it goes direct too.
-// How many bytes of a buffer of `bytes` one MPI_Allreduce call takes. Where the ranks share one
-// host and the buffer is 8 MiB or more, pieces of 256 KiB, each averaged right before its call
-// (so it is still in cache when MPI reads it): measured here on Open MPI's shared-memory
-// transport, with and without CMA's single copy, that is 1.3-1.9x faster than one call from 8 to
-// 16 MiB (2.8x at 64 MiB without CMA), and slower at 4 MiB with CMA (0.9x). Across hosts, where a call
-// costs a network latency, unmeasured: one call, as MPI segments it itself.
-int64_t allreduce_piece_bytes(const CollectiveBackend& b, int64_t bytes) {
-  return b.on_one_host() && bytes >= kAllreducePiecedBytes ? kAllreducePieceBytes : bytes;
-}
-
 std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
   std::vector<bool> fused(input_bytes.size());
   int small = 0;
