@@ -12,9 +12,9 @@ namespace stepscope {
 namespace {
 
 // The strings of every trace, kept for the process's life: an open-addressing hash set over
-// strings packed in 64 KiB blocks. A traced step's first run interns three strings a node
-// (name, op type, timeline label); one malloc and one hash node per string made that ~1 µs a
-// node on a 100,000-node graph (issue 16's scale table).
+// strings packed in 64 KiB blocks. One malloc and one hash node a string made a plan's first
+// traced run ~1 µs a node on a 100,000-node graph (issue 16's scale table); a plan now interns
+// its labels as one string (Executor::Plan::names).
 class InternTable {
  public:
   std::string_view intern(std::string_view s) {
@@ -22,19 +22,6 @@ class InternTable {
     std::lock_guard<std::mutex> lock(mutex_);
     reserve(1);
     return insert(s, hash);
-  }
-
-  void intern_all(std::span<const std::string_view> in, std::string_view* out) {
-    std::vector<size_t> hashes(in.size());
-    for (size_t i = 0; i < in.size(); ++i) hashes[i] = std::hash<std::string_view>{}(in[i]);
-    std::lock_guard<std::mutex> lock(mutex_);
-    reserve(in.size());
-    constexpr size_t kAhead = 8;
-    const size_t mask = slots_.size() - 1;
-    for (size_t i = 0; i < in.size(); ++i) {
-      if (i + kAhead < in.size()) __builtin_prefetch(&slots_[hashes[i + kAhead] & mask]);
-      out[i] = insert(in[i], hashes[i]);
-    }
   }
 
  private:
@@ -45,7 +32,7 @@ class InternTable {
   };
   static constexpr size_t kBlockBytes = 64 << 10;
 
-  // Room for n more strings at most half full (grown before, so that a batch's slots stay put).
+  // Room for n more strings at most half full.
   void reserve(size_t n) {
     if ((size_ + n) * 2 <= slots_.size()) return;
     size_t capacity = std::max<size_t>(1024, slots_.size());
@@ -69,11 +56,15 @@ class InternTable {
   }
 
   const char* store(std::string_view s) {
+    if (s.size() > kBlockBytes / 4) {  // a block of its own; the current one stays in use
+      blocks_.push_back(std::make_unique_for_overwrite<char[]>(s.size()));
+      std::memcpy(blocks_.back().get(), s.data(), s.size());
+      return blocks_.back().get();
+    }
     if (s.size() > block_left_) {
-      const size_t bytes = std::max(kBlockBytes, s.size());
-      blocks_.push_back(std::make_unique<char[]>(bytes));
+      blocks_.push_back(std::make_unique_for_overwrite<char[]>(kBlockBytes));
       block_next_ = blocks_.back().get();
-      block_left_ = bytes;
+      block_left_ = kBlockBytes;
     }
     char* at = block_next_;
     std::memcpy(at, s.data(), s.size());
@@ -110,10 +101,6 @@ InternTable& intern_table() {
 }
 
 std::string_view StepStats::intern(std::string_view s) { return intern_table().intern(s); }
-
-void StepStats::intern_all(std::span<const std::string_view> in, std::string_view* out) {
-  intern_table().intern_all(in, out);
-}
 
 namespace {
 

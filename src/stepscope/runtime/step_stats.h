@@ -128,9 +128,6 @@ class StepStats {
 
   // A process-wide copy of `s` that is never freed (equal strings share one copy).
   static std::string_view intern(std::string_view s);
-  // intern() of each string, out[i] for in[i]: one lock, and the table's lines fetched ahead
-  // (a big table misses the cache on every new string).
-  static void intern_all(std::span<const std::string_view> in, std::string_view* out);
 
   // Copy the items (which must not be in this StepStats' arrays themselves) into its arrays
   // and return the view to put in a node of it. Put it there before the next store or add: when

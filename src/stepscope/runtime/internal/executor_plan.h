@@ -84,34 +84,38 @@ struct Executor::Plan {
   static_assert(sizeof(Names) == 64);
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
-      // Interned in one batch: the labels and op types. A label starts with the node's name, so
-      // the name is a view into it (one new string a node, not two). The labels are written
-      // back to back into one buffer first (Node::timeline_label's text, no allocation a label).
+      // The labels are written back to back into one buffer (Node::timeline_label's text, no
+      // allocation a label) and interned as one string: one hash over the buffer instead of a
+      // table probe a label (a cache miss each on a big graph). A label starts with the node's
+      // name, so the name is a view into it. Op types repeat: each is interned when it differs
+      // from the one before.
       std::string labels;
       labels.reserve(items.size() * 48);
-      std::vector<size_t> label_ends;
-      label_ends.reserve(items.size());
+      struct Label {
+        size_t end, name_size;
+        std::string_view op_type;  // the node's own
+      };
+      std::vector<Label> ends;
+      ends.reserve(items.size());
       std::vector<NodeLabelInput> inputs;
       for (const Item& item : items) {
         inputs.clear();
         for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
         append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
-        label_ends.push_back(labels.size());
+        ends.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
       }
-      std::vector<std::string_view> strings;
-      strings.reserve(2 * items.size());
-      for (size_t i = 0; i < items.size(); ++i) {
-        const size_t begin = i ? label_ends[i - 1] : 0;
-        strings.push_back(std::string_view(labels).substr(begin, label_ends[i] - begin));
-        strings.push_back(items[i].node->op_type());
-      }
-      std::vector<std::string_view> interned(strings.size());
-      StepStats::intern_all(strings, interned.data());
+      const std::string_view interned = StepStats::intern(labels);
+      std::string_view op_type, interned_op_type;
       names_.reserve(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
         const Item& item = items[i];
-        const std::string_view label = interned[2 * i];
-        names_.push_back({label.substr(0, item.node->name().size()), interned[2 * i + 1], label, item.node_id,
+        const size_t begin = i ? ends[i - 1].end : 0;
+        const std::string_view label = interned.substr(begin, ends[i].end - begin);
+        if (ends[i].op_type != op_type) {
+          op_type = ends[i].op_type;
+          interned_op_type = StepStats::intern(op_type);
+        }
+        names_.push_back({label.substr(0, ends[i].name_size), interned_op_type, label, item.node_id,
                           item.output_base, item.num_outputs, item.device});
       }
       for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
