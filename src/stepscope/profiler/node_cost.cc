@@ -10,24 +10,40 @@
 namespace stepscope {
 
 RunShapes::RunShapes(const Graph& graph, const StepStats& step) : ran_(graph.num_nodes(), false) {
-  first_.reserve(graph.num_nodes() + 1);
-  for (int id = 0; id < graph.num_nodes(); ++id) {
-    first_.push_back(static_cast<uint32_t>(outputs_.size()));
-    const Node& node = *graph.node(id);
-    for (int i = 0; i < node.num_outputs(); ++i) outputs_.push_back(node.output_shape(i));
-  }
-  first_.push_back(static_cast<uint32_t>(outputs_.size()));
+  const int n = graph.num_nodes();
+  // Each node's record in the step, found first, so that every output shape is copied once:
+  // the recorded one where there is one, else the graph's.
+  std::vector<const NodeExecStats*> recorded(n, nullptr);
+  std::vector<const NodeExecStats*> again;  // records of nodes recorded more than once (rare)
   for (const DeviceStepStats& device : step.dev_stats) {
     for (const NodeExecStats& stats : device.node_stats) {
-      if (stats.node_id < 0 || stats.node_id >= graph.num_nodes()) continue;
-      const Node& node = *graph.node(stats.node_id);
-      if (node.name() != stats.node_name) continue;  // a step of another graph
+      if (stats.node_id < 0 || stats.node_id >= n) continue;
+      if (graph.node(stats.node_id)->name() != stats.node_name) continue;  // a step of another graph
       ran_[stats.node_id] = true;
-      for (const NodeOutput& output : stats.output) {
-        if (output.slot >= 0 && output.slot < node.num_outputs())
-          outputs_[first_[stats.node_id] + output.slot] = output.tensor_description.shape;
-      }
+      if (recorded[stats.node_id]) again.push_back(&stats);
+      else recorded[stats.node_id] = &stats;
     }
+  }
+  first_.reserve(static_cast<size_t>(n) + 1);
+  for (int id = 0; id < n; ++id) {
+    first_.push_back(static_cast<uint32_t>(outputs_.size()));
+    const Node& node = *graph.node(id);
+    const NodeExecStats* stats = recorded[id];
+    for (int i = 0; i < node.num_outputs(); ++i) {
+      const Shape* shape = &node.output_shape(i);
+      if (stats)
+        for (const NodeOutput& output : stats->output)
+          if (output.slot == i) shape = &output.tensor_description.shape;
+      outputs_.push_back(*shape);
+    }
+  }
+  first_.push_back(static_cast<uint32_t>(outputs_.size()));
+  // A later record of a node overrides the earlier ones' shapes, slot by slot.
+  for (const NodeExecStats* stats : again) {
+    const Node& node = *graph.node(stats->node_id);
+    for (const NodeOutput& output : stats->output)
+      if (output.slot >= 0 && output.slot < node.num_outputs())
+        outputs_[first_[stats->node_id] + output.slot] = output.tensor_description.shape;
   }
 }
 
@@ -44,17 +60,37 @@ std::vector<Shape> RunShapes::inputs(const Node& node) const {
 void RunShapes::inputs(const Node& node, std::vector<Shape>& out) const {
   out.clear();
   out.reserve(node.num_inputs());
-  for (const Output& input : node.inputs()) out.push_back(outputs_[first_[input.node->id()] + input.index]);
+  for (const Output& input : node.inputs()) out.push_back(output(input));
+}
+
+const Shape& RunShapes::output(const Output& output) const {
+  return outputs_[first_[output.node->id()] + output.index];
 }
 
 bool RunShapes::ran(const Node& node) const { return ran_[node.id()]; }
+
+namespace {
+int64_t float_ops(const Node& node, std::span<const Shape> inputs, std::span<const Shape> outputs) {
+  const CostContext context{node, inputs, outputs};
+  return std::max<int64_t>(0, node.op().flops(context));
+}
+}  // namespace
 
 int64_t node_float_ops(const Node& node, const RunShapes& shapes) {
   if (!node.op().flops) return 0;
   thread_local std::vector<Shape> inputs;  // reused: a graph's worth of calls allocates once
   shapes.inputs(node, inputs);
-  const CostContext context{node, inputs, shapes.outputs(node)};
-  return std::max<int64_t>(0, node.op().flops(context));
+  return float_ops(node, inputs, shapes.outputs(node));
+}
+
+int64_t node_float_ops(const Node& node) {
+  if (!node.op().flops) return 0;
+  thread_local std::vector<Shape> inputs, outputs;
+  inputs.clear();
+  for (const Output& input : node.inputs()) inputs.push_back(input.node->output_shape(input.index));
+  outputs.clear();
+  for (int i = 0; i < node.num_outputs(); ++i) outputs.push_back(node.output_shape(i));
+  return float_ops(node, inputs, outputs);
 }
 
 }  // namespace stepscope

@@ -15,6 +15,7 @@ namespace stepscope {
 class Graph;
 class Node;
 class StepStats;
+struct Output;
 
 class RunShapes {
  public:
@@ -27,6 +28,8 @@ class RunShapes {
   std::vector<Shape> inputs(const Node& node) const;
   // The same into `out` (cleared first), for a caller that reuses it.
   void inputs(const Node& node, std::vector<Shape>& out) const;
+  // The shape of one output (a node's input), without a copy.
+  const Shape& output(const Output& output) const;
   // Whether the step recorded the node's outputs (it ran in the step, or was fed).
   bool ran(const Node& node) const;
 
@@ -41,5 +44,7 @@ class RunShapes {
 // The node's op FLOP rule on the run's shapes; 0 for ops without one and for shapes still
 // unknown.
 int64_t node_float_ops(const Node& node, const RunShapes& shapes);
+// The same on the graph's inferred shapes.
+int64_t node_float_ops(const Node& node);
 
 }  // namespace stepscope

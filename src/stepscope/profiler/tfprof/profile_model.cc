@@ -200,8 +200,6 @@ void ProfileModel::sync_graph(const Graph& graph) {
   if (!same_graph) raw_of_graph_stack_.clear();
   if (first >= n) return;
 
-  const StepStats no_step;
-  const RunShapes static_shapes(graph, no_step);
   // A fresh model (a new Profiler's) knows no node yet: nothing to look up, and room for all.
   const bool fresh_model = nodes.empty();
   nodes.reserve(nodes.size() + static_cast<size_t>(n - first));
@@ -260,7 +258,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
       m.shape = tfprof_dims(shape);
       m.parameters = shape.fully_defined() ? shape.num_elements() : 0;
     }
-    m.static_float_ops = node_float_ops(node, static_shapes);
+    m.static_float_ops = node_float_ops(node);
     if (const AttrValue* v = node.attrs().find("data_format"))
       if (const auto* s = std::get_if<std::string>(v)) m.data_format = *s;
     m.collective_ranks = 0;
@@ -389,7 +387,6 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   // Float ops and input shapes from the shapes the step saw.
   std::unique_ptr<RunShapes> shapes;
   if (graph) shapes = std::make_unique<RunShapes>(*graph, stats);
-  std::vector<Shape> in;
   for (NodeStep& r : data.nodes) {
     ModelNode& node = nodes[r.node];
     const Node* graph_node = nullptr;
@@ -402,9 +399,10 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     }
     r.float_ops = node_float_ops(*graph_node, *shapes) * r.run_count;
     if (!shapes->ran(*graph_node)) continue;
-    shapes->inputs(*graph_node, in);
-    for (size_t i = 0; i < in.size() && i < node.input_shapes.size(); ++i)
-      if (!same_dims(node.input_shapes[i], in[i])) node.input_shapes[i] = tfprof_dims(in[i]);
+    const auto& inputs = graph_node->inputs();
+    for (size_t i = 0; i < inputs.size() && i < node.input_shapes.size(); ++i)
+      if (const Shape& shape = shapes->output(inputs[i]); !same_dims(node.input_shapes[i], shape))
+        node.input_shapes[i] = tfprof_dims(shape);
   }
   const auto by_node = [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; };
   // Usually in order already (a step's records follow the graph's order), so checked first.
