@@ -17,16 +17,6 @@ bool creatable_from_step(std::string_view name) {
   return name != "RecvTensor" && name != "_SOURCE" && name.find("MEMCPY") == std::string_view::npos;
 }
 
-// Whether tfprof_dims(shape) is `dims` (without making it: most steps see the shapes of the last).
-bool same_dims(const std::vector<int64_t>& dims, const Shape& shape) {
-  if (!shape.known_rank()) return dims.empty();
-  if (shape.rank() == 0) return dims.size() == 1 && dims[0] == 1;
-  if (dims.size() != static_cast<size_t>(shape.rank())) return false;
-  for (int i = 0; i < shape.rank(); ++i)
-    if (dims[i] != shape.dim(i)) return false;
-  return true;
-}
-
 std::string lowercase(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -241,14 +231,14 @@ void ProfileModel::sync_graph(const Graph& graph) {
       if (producer < 0) continue;
       m.inputs.push_back(producer);
       m.input_slots.push_back(in.index);
-      m.input_shapes.push_back(tfprof_dims(in.shape()));
+      m.input_shapes.push_back(in.shape());
     }
     for (const Node* c : node.control_inputs()) {
       const int32_t producer = static_cast<size_t>(c->id()) < by_graph_id_.size() ? by_graph_id_[c->id()] : -1;
       if (producer < 0) continue;
       m.inputs.push_back(producer);
       m.input_slots.push_back(-1);
-      m.input_shapes.push_back(c->num_outputs() > 0 ? tfprof_dims(c->output_shape(0)) : std::vector<int64_t>{});
+      m.input_shapes.push_back(c->num_outputs() > 0 ? c->output_shape(0) : Shape::unknown_rank());
     }
     m.trainable = is_trainable[id] != 0;
     m.shape.clear();
@@ -401,8 +391,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     if (!shapes->ran(*graph_node)) continue;
     const auto& inputs = graph_node->inputs();
     for (size_t i = 0; i < inputs.size() && i < node.input_shapes.size(); ++i)
-      if (const Shape& shape = shapes->output(inputs[i]); !same_dims(node.input_shapes[i], shape))
-        node.input_shapes[i] = tfprof_dims(shape);
+      node.input_shapes[i] = shapes->output(inputs[i]);
   }
   const auto by_node = [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; };
   // Usually in order already (a step's records follow the graph's order), so checked first.

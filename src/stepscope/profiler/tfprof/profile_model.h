@@ -110,9 +110,9 @@ struct ModelNode {
   // for a control input.
   std::vector<int32_t> inputs;
   std::vector<int32_t> input_slots;
-  // Shape of each input (tfprof's vectors: scalar {1}, unknown {}), as the graph inferred it,
-  // then as the latest step that ran the node saw it.
-  std::vector<std::vector<int64_t>> input_shapes;
+  // Shape of each input, as the graph inferred it, then as the latest step that ran the node
+  // saw it (inline dims: no allocation an input; tfprof_dims makes tfprof's vectors of them).
+  std::vector<Shape> input_shapes;
   bool trainable = false;        // in the trainable variables collection
   std::vector<int64_t> shape;    // a trainable variable's shape (scalar {1}); {} otherwise
   int64_t parameters = 0;        // its number of elements

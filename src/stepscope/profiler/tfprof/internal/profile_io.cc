@@ -102,6 +102,16 @@ class Reader {
     for (int64_t& x : d) x = zz();
     return d;
   }
+  // Dims as tfprof_dims wrote them ({} for an unknown rank).
+  Shape shape() {
+    const std::vector<int64_t> d = dims();
+    if (d.empty()) return Shape::unknown_rank();
+    if (d.size() > static_cast<size_t>(Shape::kMaxRank))
+      fail("a shape of rank " + std::to_string(d.size()) + " (at most " + std::to_string(Shape::kMaxRank) + ")");
+    for (int64_t x : d)
+      if (x < -1) fail("a shape with dimension " + std::to_string(x));
+    return Shape(std::span<const int64_t>(d));
+  }
   std::string_view take(size_t n) {
     need(n);
     std::string_view s = bytes_.substr(pos_, n);
@@ -214,7 +224,7 @@ std::string encode_state_chunk(const ProfileModel& model) {
   for (const ModelNode& n : model.nodes) {
     w.zz(n.device);
     w.varint(n.input_shapes.size());
-    for (const auto& s : n.input_shapes) w.dims(s);
+    for (const Shape& s : n.input_shapes) w.dims(tfprof_dims(s));
   }
   return chunk('D', p);
 }
@@ -442,7 +452,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           if (device < -1 || device >= static_cast<int64_t>(devices)) r.fail("device index out of range");
           m.device = static_cast<int32_t>(device);
           if (r.count() != m.inputs.size()) r.fail("input count mismatch");
-          for (auto& shape : m.input_shapes) shape = r.dims();
+          for (Shape& shape : m.input_shapes) shape = r.shape();
         }
         break;
       }

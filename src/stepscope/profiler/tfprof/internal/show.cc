@@ -39,7 +39,7 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
   p.float_ops = s.float_ops;
   p.parameters = node.parameters;
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
-  for (size_t i = 0; i < node.input_shapes.size(); ++i) p.input_shapes[static_cast<int32_t>(i)] = node.input_shapes[i];
+  for (size_t i = 0; i < node.input_shapes.size(); ++i) p.input_shapes[static_cast<int32_t>(i)] = tfprof_dims(node.input_shapes[i]);
 }
 
 void reset_totals(GraphNodeProto& p) {
