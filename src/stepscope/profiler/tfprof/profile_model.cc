@@ -219,26 +219,18 @@ void ProfileModel::sync_graph(const Graph& graph) {
     }
     m.graph_id = id;
     m.inputs.clear();
-    m.input_slots.clear();
-    m.input_shapes.clear();
-    const size_t num_inputs = node.inputs().size() + node.control_inputs().size();
-    m.inputs.reserve(num_inputs);
-    m.input_slots.reserve(num_inputs);
-    m.input_shapes.reserve(num_inputs);
+    m.inputs.reserve(node.inputs().size() + node.control_inputs().size());
+    m.input_shapes_known = true;
     for (const Output& in : node.inputs()) {
       const int32_t producer =
           static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
       if (producer < 0) continue;
-      m.inputs.push_back(producer);
-      m.input_slots.push_back(in.index);
-      m.input_shapes.push_back(in.shape());
+      m.inputs.push_back({producer, in.index, in.shape()});
     }
     for (const Node* c : node.control_inputs()) {
       const int32_t producer = static_cast<size_t>(c->id()) < by_graph_id_.size() ? by_graph_id_[c->id()] : -1;
       if (producer < 0) continue;
-      m.inputs.push_back(producer);
-      m.input_slots.push_back(-1);
-      m.input_shapes.push_back(c->num_outputs() > 0 ? c->output_shape(0) : Shape::unknown_rank());
+      m.inputs.push_back({producer, -1, c->num_outputs() > 0 ? c->output_shape(0) : Shape::unknown_rank()});
     }
     m.trainable = is_trainable[id] != 0;
     m.shape.clear();
@@ -390,8 +382,8 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     r.float_ops = node_float_ops(*graph_node, *shapes) * r.run_count;
     if (!shapes->ran(*graph_node)) continue;
     const auto& inputs = graph_node->inputs();
-    for (size_t i = 0; i < inputs.size() && i < node.input_shapes.size(); ++i)
-      node.input_shapes[i] = shapes->output(inputs[i]);
+    for (size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i)
+      node.inputs[i].shape = shapes->output(inputs[i]);
   }
   const auto by_node = [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; };
   // Usually in order already (a step's records follow the graph's order), so checked first.

@@ -96,6 +96,14 @@ class SourceLocationTable {
   int32_t last_ = -1;  // the latest interned: nodes made in a loop share their site
 };
 
+struct ModelInput {
+  int32_t node = -1;  // the producer: index into ProfileModel::nodes
+  int32_t slot = -1;  // the producer's output index; -1 for a control input
+  // As the graph inferred it, then as the latest step that ran the node saw it (inline dims:
+  // no allocation; tfprof_dims makes tfprof's vector of them).
+  Shape shape = Shape::unknown_rank();
+};
+
 struct ModelNode {
   std::string name;
   std::string op;
@@ -106,13 +114,11 @@ struct ModelNode {
   // The captured stack not symbolised yet: index into ProfileModel's raw stacks; -1 for none.
   int32_t raw_stack = -1;
   int32_t graph_id = -1;  // the node's id in the Graph; -1 for a node known only from a step
-  // Inputs: data inputs in order, then control inputs. slot = the producer's output index, -1
-  // for a control input.
-  std::vector<int32_t> inputs;
-  std::vector<int32_t> input_slots;
-  // Shape of each input, as the graph inferred it, then as the latest step that ran the node
-  // saw it (inline dims: no allocation an input; tfprof_dims makes tfprof's vectors of them).
-  std::vector<Shape> input_shapes;
+  // Inputs: data inputs in order, then control inputs (one array: one allocation a node).
+  std::vector<ModelInput> inputs;
+  // Whether the inputs' shapes are known (from a graph); a node known only from a step's
+  // records has its inputs from its label, and no shapes to show.
+  bool input_shapes_known = false;
   bool trainable = false;        // in the trainable variables collection
   std::vector<int64_t> shape;    // a trainable variable's shape (scalar {1}); {} otherwise
   int64_t parameters = 0;        // its number of elements

@@ -330,10 +330,7 @@ Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t st
         if (from >= 0) (input.control ? control : data).emplace_back(from, input.control ? -1 : input.output);
       }
       for (const auto* list : {&data, &control})
-        for (const auto& [from, slot] : *list) {
-          node.inputs.push_back(from);
-          node.input_slots.push_back(slot);
-        }
+        for (const auto& [from, slot] : *list) node.inputs.push_back({.node = from, .slot = slot});
     }
   model.recompute_derived();
   return p;
@@ -374,9 +371,8 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
     }
     const tfprof::ModelNode& node = model.nodes[e.node];
     label_inputs.clear();
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.input_slots[i] >= 0)
-        label_inputs.push_back({.node = model.nodes[node.inputs[i]].name, .output = node.input_slots[i]});
+    for (const tfprof::ModelInput& in : node.inputs)
+      if (in.slot >= 0) label_inputs.push_back({.node = model.nodes[in.node].name, .output = in.slot});
     NodeExecStats ns;
     ns.node_name = StepStats::intern(node.name);
     ns.op_type = StepStats::intern(node.op);

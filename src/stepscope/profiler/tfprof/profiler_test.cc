@@ -309,6 +309,29 @@ TEST_F(ProfilerTest, ALoadedProfileTakesMoreStepsOfTheSameGraph) {
   fs::remove(path);
 }
 
+// A profile made from a RunMetadata alone (no graph: inputs from the records' labels, no
+// shapes) saves and loads like any other, and shows no input shapes.
+TEST_F(ProfilerTest, AProfileFromRunMetadataAloneSavesAndLoads) {
+  const Profiler from_records = Profiler::from_run_metadata(mlp_.traced_step(), 7);
+  const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_from_records";
+  from_records.save(path);
+  const Profiler loaded = Profiler::load(path);
+  EXPECT_EQ(loaded.serialize_to_string(), from_records.serialize_to_string());
+  const auto& model = loaded.model();
+  const auto matmul = std::find_if(model.nodes.begin(), model.nodes.end(),
+                                   [](const tfprof::ModelNode& n) { return n.op == "MatMul"; });
+  ASSERT_NE(matmul, model.nodes.end());
+  EXPECT_EQ(matmul->inputs.size(), 2u);  // from its label
+  auto o = quiet(ProfileOptionBuilder().select({"input_shapes"}).build());
+  o.step = 7;
+  for (const Profiler* p : {&from_records, &loaded})
+    EXPECT_EQ(p->profile_operations(o).to_json().find("\"input_shapes\":{\"0\""), std::string::npos);
+  // A profile with its graph shows them (the check above can fail).
+  o.step = -1;
+  EXPECT_NE(profiler_.profile_operations(o).to_json().find("\"input_shapes\":{\"0\""), std::string::npos);
+  fs::remove(path);
+}
+
 TEST_F(ProfilerTest, CorruptFilesAreDataLoss) {
   const fs::path path = fs::path(::testing::TempDir()) / "tfprof_profile_corrupt";
   const std::string good = profiler_.serialize_to_string();

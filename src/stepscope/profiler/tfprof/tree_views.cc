@@ -292,8 +292,12 @@ ViewTree build_graph_tree(const ProfileModel& model) {
   for (size_t i = 0; i < n; ++i) {
     tree.entries[i].name = model.nodes[i].name;
     tree.entries[i].node = static_cast<int32_t>(i);
-    tree.entries[i].children = model.nodes[i].inputs;
-    for (int32_t in : model.nodes[i].inputs) is_input[in] = 1;
+    auto& children = tree.entries[i].children;
+    children.reserve(model.nodes[i].inputs.size());
+    for (const ModelInput& in : model.nodes[i].inputs) {
+      children.push_back(in.node);
+      is_input[in.node] = 1;
+    }
   }
   std::vector<int32_t> roots;
   for (size_t i = 0; i < n; ++i)

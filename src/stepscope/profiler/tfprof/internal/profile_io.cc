@@ -163,9 +163,9 @@ std::string encode_model_chunk(const ProfileModel& model) {
     w.str(site.function);
     w.zz(n.graph_id);
     w.varint(n.inputs.size());
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      w.varint(static_cast<uint64_t>(n.inputs[i]));
-      w.zz(n.input_slots[i]);
+    for (const ModelInput& in : n.inputs) {
+      w.varint(static_cast<uint64_t>(in.node));
+      w.zz(in.slot);
     }
     w.varint(n.trainable ? 1 : 0);
     w.dims(n.shape);
@@ -223,8 +223,10 @@ std::string encode_state_chunk(const ProfileModel& model) {
   w.varint(model.nodes.size());
   for (const ModelNode& n : model.nodes) {
     w.zz(n.device);
-    w.varint(n.input_shapes.size());
-    for (const Shape& s : n.input_shapes) w.dims(tfprof_dims(s));
+    // No shapes for a node whose inputs came from its label (none known).
+    w.varint(n.input_shapes_known ? n.inputs.size() : 0);
+    if (n.input_shapes_known)
+      for (const ModelInput& in : n.inputs) w.dims(tfprof_dims(in.shape));
   }
   return chunk('D', p);
 }
@@ -386,10 +388,8 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           for (size_t k = 0; k < inputs; ++k) {
             const uint64_t producer = r.varint();
             if (producer >= count) r.fail("input index out of range");
-            m.inputs.push_back(static_cast<int32_t>(producer));
-            m.input_slots.push_back(static_cast<int32_t>(r.zz()));
+            m.inputs.push_back({.node = static_cast<int32_t>(producer), .slot = static_cast<int32_t>(r.zz())});
           }
-          m.input_shapes.resize(inputs);
           m.trainable = (r.varint() & 1) != 0;
           m.shape = r.dims();
           m.parameters = r.zz();
@@ -451,8 +451,10 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           const int64_t device = r.zz();
           if (device < -1 || device >= static_cast<int64_t>(devices)) r.fail("device index out of range");
           m.device = static_cast<int32_t>(device);
-          if (r.count() != m.inputs.size()) r.fail("input count mismatch");
-          for (Shape& shape : m.input_shapes) shape = r.shape();
+          const size_t shapes = r.count();
+          if (shapes != 0 && shapes != m.inputs.size()) r.fail("input count mismatch");
+          m.input_shapes_known = shapes != 0 || m.inputs.empty();
+          for (size_t k = 0; k < shapes; ++k) m.inputs[k].shape = r.shape();
         }
         break;
       }

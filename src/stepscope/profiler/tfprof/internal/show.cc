@@ -39,7 +39,9 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
   p.float_ops = s.float_ops;
   p.parameters = node.parameters;
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
-  for (size_t i = 0; i < node.input_shapes.size(); ++i) p.input_shapes[static_cast<int32_t>(i)] = tfprof_dims(node.input_shapes[i]);
+  if (node.input_shapes_known)
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      p.input_shapes[static_cast<int32_t>(i)] = tfprof_dims(node.inputs[i].shape);
 }
 
 void reset_totals(GraphNodeProto& p) {
@@ -278,7 +280,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     if (node.collective_ranks > 0) {
       // Per output sizes are not kept: the call without an Allreduce's fused/direct split.
       int data_inputs = 0;
-      for (int32_t slot : node.input_slots) data_inputs += slot >= 0 ? 1 : 0;
+      for (const ModelInput& in : node.inputs) data_inputs += in.slot >= 0 ? 1 : 0;
       const int64_t output_bytes[] = {s.output_bytes};
       if (const auto c = collective_trace_args(node.op, data_inputs, node.collective_ranks, output_bytes)) {
         if (collective_call.empty()) {
