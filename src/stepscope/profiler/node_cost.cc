@@ -25,6 +25,7 @@ RunShapes::RunShapes(const Graph& graph, const StepStats& step) : ran_(graph.num
     }
   }
   first_.reserve(static_cast<size_t>(n) + 1);
+  outputs_.reserve(static_cast<size_t>(n));  // most nodes have one output
   for (int id = 0; id < n; ++id) {
     first_.push_back(static_cast<uint32_t>(outputs_.size()));
     const Node& node = *graph.node(id);
