@@ -92,30 +92,30 @@ struct Executor::Plan {
       std::string labels;
       labels.reserve(items.size() * 48);
       struct Label {
-        size_t end, name_size;
+        size_t end, name_size;     // in `labels`: where the label ends, how much of it is the name
         std::string_view op_type;  // the node's own
       };
-      std::vector<Label> ends;
-      ends.reserve(items.size());
+      std::vector<Label> written;
+      written.reserve(items.size());
       std::vector<NodeLabelInput> inputs;
       for (const Item& item : items) {
         inputs.clear();
         for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
         append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
-        ends.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
+        written.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
       }
       const std::string_view interned = StepStats::intern(labels);
       std::string_view op_type, interned_op_type;
       names_.reserve(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
         const Item& item = items[i];
-        const size_t begin = i ? ends[i - 1].end : 0;
-        const std::string_view label = interned.substr(begin, ends[i].end - begin);
-        if (ends[i].op_type != op_type) {
-          op_type = ends[i].op_type;
+        const size_t begin = i ? written[i - 1].end : 0;
+        const std::string_view label = interned.substr(begin, written[i].end - begin);
+        if (written[i].op_type != op_type) {
+          op_type = written[i].op_type;
           interned_op_type = StepStats::intern(op_type);
         }
-        names_.push_back({label.substr(0, ends[i].name_size), interned_op_type, label, item.node_id,
+        names_.push_back({label.substr(0, written[i].name_size), interned_op_type, label, item.node_id,
                           item.output_base, item.num_outputs, item.device});
       }
       for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
