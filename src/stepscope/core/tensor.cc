@@ -23,7 +23,6 @@ Buffer* Buffer::create(Allocator* allocator, DType dtype, int64_t num_elements) 
   void* block = allocator->allocate(total, kAlignment, &id);
   auto* b = new (block) Buffer();
   b->dtype_ = dtype;
-  b->num_elements_ = num_elements;
   b->requested_bytes_ = requested;
   b->allocator_ = allocator;
   b->allocation_id_ = id;
@@ -42,10 +41,60 @@ Buffer* Buffer::create(Allocator* allocator, DType dtype, int64_t num_elements) 
   return b;
 }
 
+int64_t Buffer::packed_offsets(std::span<const int64_t> bytes, std::span<int64_t> offsets) {
+  int64_t at = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    offsets[i] = at;
+    at += (bytes[i] + static_cast<int64_t>(kAlignment) - 1) / static_cast<int64_t>(kAlignment) *
+          static_cast<int64_t>(kAlignment);
+  }
+  return at;
+}
+
+void Buffer::create_packed(Allocator* allocator, DType dtype, std::span<const int64_t> num_elements,
+                           std::span<Buffer*> out) {
+  if (dtype == DType::kString) throw InvalidArgumentError("cannot pack string buffers");
+  const size_t k = num_elements.size();
+  std::vector<int64_t> bytes(k), offsets(k);
+  for (size_t i = 0; i < k; ++i) {
+    if (num_elements[i] < 0 || num_elements[i] > (int64_t{1} << 40))
+      throw InvalidArgumentError("cannot pack a buffer of " + std::to_string(num_elements[i]) + " elements");
+    bytes[i] = num_elements[i] * static_cast<int64_t>(dtype_size(dtype));
+  }
+  // The allocation: its own header, then the packed buffers' headers, then their elements.
+  const int64_t headers = static_cast<int64_t>(k * kHeaderSize);
+  const int64_t data_bytes = packed_offsets(bytes, offsets);
+  if (headers + data_bytes > std::numeric_limits<int32_t>::max())
+    throw InvalidArgumentError("cannot pack " + std::to_string(data_bytes) + " bytes: at most 2 GiB");
+  Buffer* block = create(allocator, DType::kBool, headers + data_bytes);
+  char* base = static_cast<char*>(block->data());
+  char* data = base + headers;
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t end = offsets[i] + bytes[i];
+    const int64_t next = i + 1 < k ? offsets[i + 1] : data_bytes;
+    if (next > end) std::memset(data + end, 0, static_cast<size_t>(next - end));  // reduced with the rest
+    auto* b = new (base + i * kHeaderSize) Buffer();
+    b->dtype_ = dtype;
+    b->requested_bytes_ = bytes[i];
+    b->allocator_ = allocator;  // for allocated_bytes(); the allocation is the pack's
+    b->pack_ = block;
+    b->data_offset_ = static_cast<int32_t>(headers - static_cast<int64_t>(i * kHeaderSize) + offsets[i]);
+    out[i] = b;
+  }
+  if (k == 0) return block->release();
+  if (k > 1) block->add_ref(static_cast<int32_t>(k - 1));  // one reference a packed buffer
+}
+
 void Buffer::destroy() {
+  if (pack_) {
+    Buffer* pack = pack_;
+    this->~Buffer();
+    return pack->release();
+  }
   if (dtype_ == DType::kString) {
     auto* s = static_cast<std::string*>(data());
-    for (int64_t i = 0; i < num_elements_; ++i) s[i].~basic_string();
+    const int64_t n = requested_bytes_ / static_cast<int64_t>(sizeof(std::string));
+    for (int64_t i = 0; i < n; ++i) s[i].~basic_string();
   }
   Allocator* allocator = allocator_;
   const size_t total = kHeaderSize + static_cast<size_t>(requested_bytes_);

@@ -17,14 +17,28 @@
 
 namespace stepscope {
 
-// The block behind a tensor: this header, then the aligned elements, in one allocation.
+// The block behind a tensor: this header, then the aligned elements, in one allocation; or one
+// of several buffers packed into one allocation (see create_packed).
 class Buffer {
  public:
   static constexpr size_t kAlignment = 64;
   static Buffer* create(Allocator* allocator, DType dtype, int64_t num_elements);
+  // Buffers of one dtype whose elements lie back to back in one allocation, each starting at the
+  // next kAlignment boundary after the one before (packed_offset), the padding zeroed: for an op
+  // that wants its inputs contiguous (a fused allreduce reduces them in one call where they lie,
+  // TensorFlow's ScopedAllocator). Each is a buffer of its own, with its own references; the
+  // allocation (allocated and recorded as one) is freed with the last of them. Fills `out`, one
+  // buffer per count, each holding one reference the caller owns. Not for strings.
+  static void create_packed(Allocator* allocator, DType dtype, std::span<const int64_t> num_elements,
+                            std::span<Buffer*> out);
+  // Where packed data of these sizes in bytes starts, from the first's start (the layout of
+  // create_packed); returns the total, padding included.
+  static int64_t packed_offsets(std::span<const int64_t> bytes, std::span<int64_t> offsets);
+  // The allocation a packed buffer shares with the others of its pack; null for a buffer of its own.
+  const Buffer* pack() const { return pack_; }
 
-  void* data() { return reinterpret_cast<char*>(this) + kHeaderSize; }
-  const void* data() const { return reinterpret_cast<const char*>(this) + kHeaderSize; }
+  void* data() { return reinterpret_cast<char*>(this) + data_offset_; }
+  const void* data() const { return reinterpret_cast<const char*>(this) + data_offset_; }
   int64_t requested_bytes() const { return requested_bytes_; }
   // What the allocator really set aside for this buffer, header included.
   int64_t allocated_bytes() const {
@@ -49,12 +63,13 @@ class Buffer {
 
   std::atomic<int32_t> refs_{1};
   int32_t node_ = -1;  // the recording scope's node, when allocated while recording
-  int64_t num_elements_ = 0;
+  Buffer* pack_ = nullptr;  // packed: the allocation, which this buffer holds a reference to
   int64_t requested_bytes_ = 0;
   int64_t allocation_id_ = 0;
   Allocator* allocator_ = nullptr;
   AllocationRecorder* recorder_ = nullptr;  // set when allocated while recording ...
   uint64_t generation_ = 0;                 // ... that recording of it
+  int32_t data_offset_ = kHeaderSize;  // from this header to the elements
   DType dtype_ = DType::kFloat32;
 };
 
@@ -62,6 +77,12 @@ class Tensor {
  public:
   Tensor() = default;  // uninitialized: no dtype, no buffer
   Tensor(DType dtype, const Shape& shape, Allocator* allocator = cpu_allocator());
+  // Takes over one reference to `buffer`, which holds shape.num_elements() elements of dtype.
+  static Tensor adopt(DType dtype, const Shape& shape, Buffer* buffer) {
+    Tensor t;
+    t.dtype_ = dtype, t.shape_ = shape, t.buffer_ = buffer;
+    return t;
+  }
   Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_), buffer_(other.buffer_) {
     if (buffer_) buffer_->add_ref();
   }

@@ -84,6 +84,40 @@ TEST(Tensor, BuffersAreAligned) {
   }
 }
 
+TEST(Tensor, PackedBuffersLieBackToBackAndFreeTheirAllocationWithTheLast) {
+  Allocator* a = cpu_allocator();
+  const int64_t before = a->bytes_in_use();
+  const std::vector<int64_t> counts{16, 3, 0, 1000};  // 64 B, 12 B (padded to 64), empty, 4000 B
+  std::vector<Buffer*> buffers(counts.size());
+  Buffer::create_packed(a, DType::kFloat32, counts, buffers);
+  std::vector<int64_t> bytes{64, 12, 0, 4000}, offsets(4);
+  EXPECT_EQ(Buffer::packed_offsets(bytes, offsets), 64 + 64 + 0 + 4032);
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 64, 128, 128}));
+  std::vector<Tensor> tensors;
+  for (size_t i = 0; i < counts.size(); ++i)
+    tensors.push_back(Tensor::adopt(DType::kFloat32, Shape{counts[i]}, buffers[i]));
+  const char* first = static_cast<const char*>(tensors[0].raw_data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % Buffer::kAlignment, 0u);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    EXPECT_EQ(static_cast<const char*>(tensors[i].raw_data()) - first, offsets[i]) << i;
+    EXPECT_EQ(tensors[i].buffer()->pack(), tensors[0].buffer()->pack());
+    EXPECT_TRUE(tensors[i].buffer_unique());
+    EXPECT_EQ(tensors[i].buffer()->requested_bytes(), bytes[i]);
+  }
+  EXPECT_NE(tensors[0].buffer()->pack(), nullptr);
+  EXPECT_EQ(Tensor(DType::kFloat32, Shape{2}).buffer()->pack(), nullptr);
+  // The padding after the 12 bytes is zero (it is reduced with the rest).
+  for (int i = 12; i < 64; ++i) EXPECT_EQ(static_cast<const char*>(tensors[1].raw_data())[i], 0);
+  for (int i = 0; i < 1000; ++i) tensors[3].data<float>()[i] = static_cast<float>(i);
+  Tensor kept = tensors[3];
+  tensors.clear();
+  EXPECT_GT(a->bytes_in_use(), before);  // `kept` still holds the allocation
+  EXPECT_EQ(kept.data<float>()[999], 999.0f);
+  kept = Tensor();
+  EXPECT_EQ(a->bytes_in_use(), before);
+  EXPECT_THROW(Buffer::create_packed(a, DType::kString, counts, buffers), InvalidArgumentError);
+}
+
 TEST(Tensor, TypedAccessChecksDtypeAndIndex) {
   Tensor t = Tensor::scalar<int32_t>(7);
   EXPECT_EQ(t.scalar_value<int32_t>(), 7);

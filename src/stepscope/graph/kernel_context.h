@@ -32,6 +32,18 @@ class KernelTraceSink {
   virtual void add_stages(const Node& node, std::span<const KernelStageTime> stages) = 0;
 };
 
+// Where the executor wants some of a node's outputs to live instead of a buffer of their own
+// (TensorFlow's ScopedAllocator): packed with other nodes' outputs that one consumer wants
+// contiguous (OpDef::contiguous_inputs). Set only on a node that has such outputs.
+class OutputPlacer {
+ public:
+  // A buffer for output i of dtype and this many elements, or null for a buffer of its own.
+  virtual Buffer* take(int output, DType dtype, int64_t num_elements) = 0;
+
+ protected:
+  ~OutputPlacer() = default;
+};
+
 class KernelContext {
  public:
   KernelContext(const Node& node, const Tensor* const* inputs, Tensor* outputs, Allocator* allocator,
@@ -49,6 +61,10 @@ class KernelContext {
   // A shape whose size overflows (say, dims computed from a fed tensor) is an
   // InvalidArgumentError that names this node.
   Tensor& allocate_output(int i, DType dtype, const Shape& shape) {
+    if (placer_) [[unlikely]] {
+      if (Buffer* b = shape.fully_defined() ? placer_->take(i, dtype, shape.num_elements()) : nullptr)
+        return outputs_[i] = Tensor::adopt(dtype, shape, b);
+    }
     try {
       outputs_[i] = Tensor(dtype, shape, allocator_);
     } catch (const InvalidArgumentError& e) {
@@ -66,6 +82,7 @@ class KernelContext {
   // Non-null only while the run is traced.
   KernelTraceSink* trace_sink() const { return trace_sink_; }
   void set_trace_sink(KernelTraceSink* sink) { trace_sink_ = sink; }
+  void set_output_placer(OutputPlacer* placer) { placer_ = placer; }
 
   // Splits [0, n) over the intra-op pool when n * cost_per_item is worth it, otherwise runs
   // fn(0, n) here. cost_per_item is roughly in nanoseconds.
@@ -92,6 +109,7 @@ class KernelContext {
   ResourceStore* resources_;
   int64_t step_id_;
   KernelTraceSink* trace_sink_ = nullptr;
+  OutputPlacer* placer_ = nullptr;
 };
 
 // "[Op] node/name: message" — the prefix every node error carries.

@@ -64,6 +64,9 @@ struct CostContext {
 using ShapeFn = void (*)(ShapeContext& ctx);
 using KernelFn = void (*)(KernelContext& ctx);
 using FlopsFn = int64_t (*)(const CostContext& ctx);
+// The inputs an op would like to find back to back in one allocation (Buffer::create_packed's
+// layout, in this order), given every input's size in bytes from the graph's shapes.
+using ContiguousInputsFn = std::vector<int> (*)(const Node& node, std::span<const int64_t> input_bytes);
 // Given the forward node and the gradient flowing into each of its outputs (a null Output where
 // none flows), adds the gradient computation under `scope` and returns one gradient per input
 // (null Output for inputs that get none).
@@ -90,6 +93,12 @@ struct OpDef {
   // producer through the graph (c.node().input(i).node), so the executor neither runs nor waits
   // for the producer on that edge, and c.input(i) is an empty tensor.
   uint32_t ref_inputs = 0;
+  // Null, or the inputs the executor asks their producers to write back to back into one
+  // allocation each step (TensorFlow's ScopedAllocator), so that the kernel can work on them where
+  // they lie (a fused allreduce: one call, no copy into a buffer and out again). Only outputs the
+  // producer allocates itself get there (not a forwarded input, not a fed tensor), so the kernel
+  // checks (Buffer::pack, the offsets) and works without.
+  ContiguousInputsFn contiguous_inputs = nullptr;
   std::string doc;
 };
 
