@@ -230,6 +230,81 @@ TEST(Collective, AllreduceReducesInputsItAloneHoldsInTheirOwnBuffers) {
   }
 }
 
+// The executor has the producers of an Allreduce's small inputs write them back to back into one
+// allocation (a pack: OpDef::contiguous_inputs), and the Allreduce reduces them there: the
+// outputs are the inputs, and it allocates nothing. Where an input is held by another reader too,
+// or is not written by its producer (an Identity forwards its input), the Allreduce copies through
+// a fusion buffer instead, and what the others read is left as it was. Sum and average, each
+// case over several steps (a pack is made anew every step).
+TEST(Collective, AllreduceReducesPackedInputsWhereTheyLie) {
+  const int r = dist::rank(), n = dist::size();
+  const std::vector<int64_t> sizes = {5, 16, 300, 1, 0, 77};
+  enum class Case { kPacked, kAlsoReadElsewhere, kForwarded };
+  for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    for (const Case c : {Case::kPacked, Case::kAlsoReadElsewhere, Case::kForwarded}) {
+      SCOPED_TRACE(c == Case::kPacked ? "packed" : c == Case::kAlsoReadElsewhere ? "also read elsewhere" : "forwarded");
+      Graph g;
+      Scope s(g);
+      // Input i, element k, on rank r: (r + 1) * ((k % 89) + i - 40).
+      std::vector<Output> inputs;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<float> v(static_cast<size_t>(sizes[i]));
+        for (size_t k = 0; k < v.size(); ++k)
+          v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + static_cast<int>(i) - 40));
+        const Output value = constant(s, v, Shape{sizes[i]});
+        inputs.push_back(c == Case::kForwarded && i == 2 ? identity(s, value) : mul(s, value, 1.0));
+      }
+      std::vector<Output> fetches = allreduce(s.with_op_name("reduce"), inputs, op);
+      if (c == Case::kAlsoReadElsewhere) fetches.push_back(inputs[3]);
+      Session sess(g);
+      for (int run = 0; run < 3; ++run) {
+        RunMetadata metadata;
+        RunOptions options;
+        options.trace_level = TraceLevel::kFullTrace;
+        const auto out = sess.run({}, fetches, {}, options, &metadata);
+        const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks
+        const float scale = op == ReduceOp::kAverage ? static_cast<float>(1.0 / n) : 1.0f;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          ASSERT_EQ(out[i].shape(), (Shape{sizes[i]}));
+          auto v = out[i].flat<float>();
+          for (int64_t k = 0; k < sizes[i]; ++k) {
+            const float base = static_cast<float>(static_cast<int>(k % 89) + static_cast<int>(i) - 40);
+            ASSERT_EQ(v[k], total * base * scale) << "input " << i << ", element " << k << ", run " << run;
+          }
+        }
+        if (c == Case::kAlsoReadElsewhere) {  // the other reader's value, untouched
+          ASSERT_EQ(out.back().flat<float>()[0], static_cast<float>((r + 1) * (3 - 40)));
+        }
+        int64_t allocated_by_reduce = -1;
+        for (const auto& dev : metadata.step_stats.dev_stats)
+          for (const auto& ns : dev.node_stats)
+            if (ns.node_name == "reduce") {
+              allocated_by_reduce = 0;
+              for (const auto& m : ns.memory) allocated_by_reduce += m.total_bytes;
+            }
+        ASSERT_GE(allocated_by_reduce, 0) << "no stats for the Allreduce";
+        if (c == Case::kPacked) {
+          // The outputs lie where the producers wrote them: one pack, Buffer::create_packed's layout.
+          std::vector<int64_t> bytes, offsets(sizes.size());
+          for (int64_t size : sizes) bytes.push_back(size * 4);
+          Buffer::packed_offsets(bytes, offsets);
+          const Buffer* pack = out[0].buffer()->pack();
+          ASSERT_NE(pack, nullptr);
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            EXPECT_EQ(out[i].buffer()->pack(), pack) << "output " << i;
+            EXPECT_EQ(static_cast<const char*>(out[i].raw_data()) - static_cast<const char*>(out[0].raw_data()),
+                      offsets[i])
+                << "output " << i;
+          }
+          EXPECT_EQ(allocated_by_reduce, 0);
+        } else if (n > 1) {
+          EXPECT_GT(allocated_by_reduce, 0) << "a fusion buffer";
+        }
+      }
+    }
+  }
+}
+
 // Buffers of kAllreducePiecedBytes and more (a large input; a fusion buffer of many small ones)
 // are reduced in pieces where the ranks share a host: the last piece partial, a piece boundary
 // inside a fused input, inputs owned and held, sum and average.

@@ -153,6 +153,15 @@ std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
   return fused;
 }
 
+// The fused inputs, which the executor asks their producers to write into one pack.
+std::vector<int> allreduce_contiguous_inputs(const Node&, std::span<const int64_t> input_bytes) {
+  const std::vector<bool> fused = plan_fused(input_bytes);
+  std::vector<int> inputs;
+  for (size_t i = 0; i < fused.size(); ++i)
+    if (fused[i]) inputs.push_back(static_cast<int>(i));
+  return inputs;
+}
+
 void allreduce_kernel(KernelContext& c) {
   std::lock_guard lock(collective_mutex);
   CollectiveBackend& b = collective_backend();
@@ -186,34 +195,58 @@ void allreduce_kernel(KernelContext& c) {
     }
     return c.allocate_output(i, dtype, c.input(i).shape());
   };
-  // Horovod's fusion buffer for the small inputs: packed in one buffer, one collective call for
-  // all of them (latency is paid once; a small gradient alone would be all latency). The average
-  // is taken in the copy in, so the copy out is a plain one.
-  int64_t fused_count = 0;
+  // Horovod's fusion buffer for the small inputs: one collective call for all of them (latency
+  // is paid once; a small gradient alone would be all latency), over the layout of
+  // Buffer::create_packed. Where the executor had their producers write them there (a pack,
+  // OpDef::contiguous_inputs) and only this op holds them, they are reduced where they lie and
+  // become the outputs: no copy. Otherwise they are copied into a fusion buffer of that layout,
+  // averaged on the way in, and copied out again. Both make the same calls (padding included),
+  // so ranks that took different ways still meet.
+  std::vector<int> fused_inputs;
+  std::vector<int64_t> fused_bytes;
   for (int i = 0; i < n; ++i)
-    if (fused[i]) fused_count += c.input(i).num_elements();
-  Tensor buffer;
-  char* p = nullptr;
-  if (fused_count > 0) {
-    buffer = Tensor(dtype, Shape{fused_count}, c.allocator());
-    p = static_cast<char*>(buffer.raw_data());
-    for (int i = 0; i < n; ++i) {
-      if (!fused[i] || bytes[i] == 0) continue;
-      copy_scaled(c.input(i).raw_data(), p, c.input(i).num_elements(), dtype, factor);
-      p += bytes[i];
+    if (fused[i]) fused_inputs.push_back(i), fused_bytes.push_back(bytes[i]);
+  std::vector<int64_t> offsets(fused_inputs.size());
+  const int64_t buffer_bytes = Buffer::packed_offsets(fused_bytes, offsets);
+  if (!fused_inputs.empty()) {
+    const Tensor& first = c.input(fused_inputs[0]);
+    const Buffer* pack = first.buffer() ? first.buffer()->pack() : nullptr;
+    bool in_place = pack != nullptr;
+    for (size_t k = 0; k < fused_inputs.size() && in_place; ++k) {
+      const Tensor& in = c.input(fused_inputs[k]);
+      in_place = in.buffer_unique() && in.buffer()->pack() == pack &&
+                 static_cast<const char*>(in.raw_data()) - static_cast<const char*>(first.raw_data()) == offsets[k];
     }
-    p = static_cast<char*>(buffer.raw_data());
-    const int64_t buffer_bytes = fused_count * static_cast<int64_t>(esize);
+    Tensor buffer;
+    char* p = nullptr;
+    if (in_place) {
+      p = static_cast<char*>(const_cast<void*>(first.raw_data()));  // only this op holds it
+    } else {
+      buffer = Tensor(dtype, Shape{buffer_bytes / static_cast<int64_t>(esize)}, c.allocator());
+      p = static_cast<char*>(buffer.raw_data());
+      for (size_t k = 0; k < fused_inputs.size(); ++k) {
+        const int64_t end = offsets[k] + fused_bytes[k];
+        const int64_t next = k + 1 < offsets.size() ? offsets[k + 1] : buffer_bytes;
+        copy_scaled(c.input(fused_inputs[k]).raw_data(), p + offsets[k], fused_bytes[k] / static_cast<int64_t>(esize),
+                    dtype, factor);
+        if (next > end) std::memset(p + end, 0, static_cast<size_t>(next - end));
+      }
+    }
     const int64_t piece = allreduce_piece_bytes(b, buffer_bytes);
-    for (int64_t done = 0; done < buffer_bytes; done += piece)
-      b.allreduce_sum(p + done, std::min(piece, buffer_bytes - done) / static_cast<int64_t>(esize), dtype);
-  }
-  for (int i = 0; i < n; ++i) {  // every fused output, empty ones too
-    if (!fused[i]) continue;
-    Tensor& out = output_for(i);
-    if (bytes[i] == 0) continue;
-    std::memcpy(out.raw_data(), p, static_cast<size_t>(bytes[i]));
-    p += bytes[i];
+    for (int64_t done = 0; done < buffer_bytes; done += piece) {
+      const int64_t count = std::min(piece, buffer_bytes - done) / static_cast<int64_t>(esize);
+      if (in_place) scale_in_place(p + done, count, dtype, factor);
+      b.allreduce_sum(p + done, count, dtype);
+    }
+    for (size_t k = 0; k < fused_inputs.size(); ++k) {  // every fused output, empty ones too
+      const int i = fused_inputs[k];
+      if (in_place) {
+        c.set_output(i, c.input(i));
+        continue;
+      }
+      Tensor& out = output_for(i);
+      if (bytes[i] > 0) std::memcpy(out.raw_data(), p + offsets[k], static_cast<size_t>(bytes[i]));
+    }
   }
   // The others: each its own MPI_Allreduce (or one a piece), in place on its output. Where the
   // output is a new tensor, the input goes into it already divided by the number of ranks (the
@@ -488,9 +521,11 @@ void register_collective_ops(OpRegistry& registry) {
                 .flops = allreduce_flops,
                 .gradient = allreduce_grad,
                 .stateful = true,
+                .contiguous_inputs = allreduce_contiguous_inputs,
                 .doc = "Inputs (x...: one dtype); attr reduction (sum or average). Each output is its input summed "
                        "(or averaged) over the ranks; inputs under 64 KiB travel fused in one buffer (one "
-                       "MPI_Allreduce), larger ones each in a call of its own, from input to output."});
+                       "MPI_Allreduce; their producers write them into it where their shapes are known), larger "
+                       "ones each in a call of its own, from input to output."});
   registry.add({.name = "Broadcast",
                 .num_inputs = 1,
                 .shape = rooted_shape,

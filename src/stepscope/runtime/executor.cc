@@ -7,6 +7,7 @@
 #include <span>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include "stepscope/base/clock.h"
 #include "stepscope/graph/kernel_context.h"
@@ -25,6 +26,7 @@ struct Executor::RunState {
   std::atomic<int32_t>* pending;
   std::atomic<int32_t>* refs;
   Tensor* slots;
+  PackInStep* packs;  // per plan pack
   std::atomic<int32_t> remaining{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;  // guards error
@@ -173,6 +175,33 @@ inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
   describe_output(t, slot, cpu_allocator(), kernel_allocator_name, description);
 }
 
+// Puts a node's packed outputs (Plan::placements) into their packs, made by the first producer
+// that allocates one.
+class PackPlacer final : public OutputPlacer {
+ public:
+  PackPlacer(const Executor::Plan& plan, PackInStep* packs, const Executor::Plan::Placement* placements)
+      : plan_(plan), packs_(packs), placements_(placements) {}
+  Buffer* take(int output, DType dtype, int64_t num_elements) override {
+    const Executor::Plan::Placement& p = placements_[output];
+    if (p.pack < 0) return nullptr;
+    const Executor::Plan::Pack& pack = plan_.packs[p.pack];
+    if (dtype != pack.dtype || num_elements != pack.counts[p.index]) return nullptr;
+    PackInStep& step = packs_[p.pack];
+    std::lock_guard lock(step.mutex);
+    if (!step.made) {
+      step.buffers.resize(pack.counts.size());
+      Buffer::create_packed(cpu_allocator(), pack.dtype, pack.counts, step.buffers);
+      step.made = true;
+    }
+    return std::exchange(step.buffers[p.index], nullptr);
+  }
+
+ private:
+  const Executor::Plan& plan_;
+  PackInStep* packs_;
+  const Executor::Plan::Placement* placements_;
+};
+
 }  // namespace
 
 void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t thread_id, int64_t scheduled) const {
@@ -197,6 +226,9 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
   Allocator* allocator = cpu_allocator();
   KernelContext ctx(*item.node, inputs, outputs, allocator, intra_op_pool_, &resources_, s->step_id);
   if (s->trace) ctx.set_trace_sink(&s->stage_sink);
+  std::optional<PackPlacer> placer;
+  if (item.placements >= 0) [[unlikely]]
+    ctx.set_output_placer(&placer.emplace(*s->plan, s->packs, &s->plan->placements[item.placements]));
 
   // Traced: one clock reading right before the kernel (all_start = op_start); what the kernel
   // allocates and frees is stamped with it.
@@ -357,6 +389,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   s.pending = buf->pending.get();
   s.refs = buf->refs.get();
   s.slots = buf->slots.get();
+  s.packs = buf->packs.get();
   s.step_id = next_step_id_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < num_items; ++i) s.pending[i].store(plan->items[i].initial_pending, std::memory_order_relaxed);
   for (int i = 0; i < plan->num_slots; ++i) s.refs[i].store(plan->initial_refs[i], std::memory_order_relaxed);
@@ -390,6 +423,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
       for (int slot : s.plan->feed_slots) release(s.refs[slot], buf->slots[slot], false);
       if (!clean)
         for (int i = 0; i < s.plan->num_slots; ++i) buf->slots[i] = Tensor();
+      for (size_t i = 0; i < s.plan->packs.size(); ++i) buf->packs[i].reset();
       s.plan->give_back(buf);
     }
   } give_back{s, buf, clean};

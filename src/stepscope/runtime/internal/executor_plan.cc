@@ -72,6 +72,58 @@ bool is_expensive(const Node& node) {
   }
 }
 
+// The packs of the items that want inputs contiguous (OpDef::contiguous_inputs). A pack is
+// planned when every input it names has a fully known shape and a producer that runs in the
+// step on a CPU device, each output at most once in all packs; otherwise that consumer gets none
+// (its kernel then works as without).
+[[gnu::cold]] void plan_packs(Executor::Plan& plan, const std::vector<int>& plan_index,
+                              const std::unordered_map<int64_t, int>& fed) {
+  constexpr int64_t kMaxPackBytes = int64_t{1} << 30;  // create_packed's limit is 2 GiB
+  auto on_cpu = [&](const Executor::Plan::Item& item) { return plan.placed[item.device]->device_type() == "CPU"; };
+  for (const Executor::Plan::Item& consumer : plan.items) {
+    const Node& node = *consumer.node;
+    if (!node.op().contiguous_inputs || !on_cpu(consumer) || node.num_inputs() < 2) continue;
+    std::vector<int64_t> bytes(node.num_inputs());
+    bool known = true;
+    for (int i = 0; i < node.num_inputs() && known; ++i) {
+      const Shape& shape = node.input(i).shape();
+      known = shape.fully_defined() && node.input(i).dtype() != DType::kString;
+      if (known) bytes[i] = shape.num_elements() * static_cast<int64_t>(dtype_size(node.input(i).dtype()));
+    }
+    if (!known) continue;
+    const std::vector<int> wanted = node.op().contiguous_inputs(node, bytes);
+    if (wanted.size() < 2) continue;
+    for (int i : wanted)
+      if (i < 0 || i >= node.num_inputs()) throw InternalError(node_error_message(node, "contiguous_inputs out of range"));
+    const DType dtype = node.input(wanted[0]).dtype();
+    int64_t total = 0;
+    bool ok = true;
+    for (size_t k = 0; k < wanted.size() && ok; ++k) {
+      const int i = wanted[k];
+      const Output& in = node.input(i);
+      ok = !is_ref_input(node, i) && in.dtype() == dtype && !fed.count(slot_key(in));
+      const Executor::Plan::Item* producer = ok ? &plan.items[plan_index[in.node->id()]] : nullptr;
+      ok = ok && on_cpu(*producer) &&
+           (producer->placements < 0 || plan.placements[producer->placements + in.index].pack < 0);
+      for (size_t j = 0; j < k && ok; ++j) ok = node.input(wanted[j]) != in;  // one place an output
+      total += bytes[i];
+    }
+    if (!ok || total > kMaxPackBytes) continue;
+    const int32_t pack = static_cast<int32_t>(plan.packs.size());
+    plan.packs.push_back({dtype, {}});
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      const Output& in = node.input(wanted[k]);
+      Executor::Plan::Item& producer = plan.items[plan_index[in.node->id()]];
+      if (producer.placements < 0) {
+        producer.placements = static_cast<int>(plan.placements.size());
+        plan.placements.resize(plan.placements.size() + producer.num_outputs);
+      }
+      plan.placements[producer.placements + in.index] = {pack, static_cast<int32_t>(k)};
+      plan.packs.back().counts.push_back(in.shape().num_elements());
+    }
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
@@ -132,6 +184,7 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
     item.expensive = is_expensive(*node);
     item.input = node->op_type().starts_with("IteratorGetNext");
     item.device = static_cast<int>(dev - plan->devices.begin());
+    item.placements = -1;
     plan->items.push_back(item);
   }
   place_feeds(*plan, feeds, needed, devices_);
@@ -196,6 +249,7 @@ std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds
   }
   // Feeds are held by the run state until the end too (they are owned by the caller anyway).
   for (int slot : plan->feed_slots) plan->initial_refs[slot]++;
+  plan_packs(*plan, plan_index, fed);
   return plan;
 }
 

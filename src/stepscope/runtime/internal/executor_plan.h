@@ -21,6 +21,19 @@
 
 namespace stepscope {
 
+// One step's state of a pack (Executor::Plan::Pack): made when its first producer allocates.
+struct PackInStep {
+  std::mutex mutex;
+  bool made = false;
+  std::vector<Buffer*> buffers;  // those no producer has taken yet (one reference each)
+  // After the step: gives back the buffers no producer took.
+  void reset() {
+    for (Buffer*& b : buffers)
+      if (b) b->release(), b = nullptr;
+    made = false;
+  }
+};
+
 // The per-step arrays of a plan. A finished step leaves them for the next step of the plan (all
 // slots empty again), so a step allocates nothing of its own in the steady state.
 struct StepBuffers {
@@ -29,12 +42,14 @@ struct StepBuffers {
   std::unique_ptr<Tensor[]> slots;
   std::unique_ptr<int[]> deferred;  // per plan item at most: see RunState::deferred
   StepStatsBuilder trace;           // traced steps only
+  std::unique_ptr<PackInStep[]> packs;  // per Plan::packs
 
-  StepBuffers(size_t num_items, size_t num_slots)
+  StepBuffers(size_t num_items, size_t num_slots, size_t num_packs)
       : pending(new std::atomic<int32_t>[num_items]),
         refs(new std::atomic<int32_t>[num_slots]),
         slots(new Tensor[num_slots]),
-        deferred(new int[num_items]) {}
+        deferred(new int[num_items]),
+        packs(num_packs ? new PackInStep[num_packs] : nullptr) {}
 };
 
 struct Executor::Plan {
@@ -51,6 +66,7 @@ struct Executor::Plan {
     bool expensive;  // worth a hop to another thread
     bool input;      // an input-pipeline op (StepTiming::input_ns)
     int device;      // index into devices
+    int placements;  // into placements, one a output, when an output is packed; else -1
   };
   std::vector<Item> items;
   std::vector<int> input_slots;   // slot read by each input edge
@@ -74,6 +90,19 @@ struct Executor::Plan {
     int first_slot, num_slots, device;
   };
   std::vector<FedNode> fed_nodes;
+  // Outputs of several nodes packed into one allocation a step for a consumer that wants them
+  // contiguous (OpDef::contiguous_inputs; TensorFlow's ScopedAllocator): per pack, the dtype and
+  // each output's element count, in the consumer's order; per output of an item with a packed
+  // output, which pack and which place in it (-1: none).
+  struct Pack {
+    DType dtype;
+    std::vector<int64_t> counts;
+  };
+  std::vector<Pack> packs;
+  struct Placement {
+    int32_t pack = -1, index = -1;
+  };
+  std::vector<Placement> placements;
 
   // What traces and partition graphs need of each item, names interned, in one cache line
   // (made on first use).
@@ -139,7 +168,7 @@ struct Executor::Plan {
   // One step's buffers, kept between steps (a step running beside another makes its own).
   StepBuffers* take_buffers() const {
     StepBuffers* b = spare_.exchange(nullptr, std::memory_order_acquire);
-    return b ? b : new StepBuffers(items.size(), static_cast<size_t>(num_slots));
+    return b ? b : new StepBuffers(items.size(), static_cast<size_t>(num_slots), packs.size());
   }
   void give_back(StepBuffers* b) const { delete spare_.exchange(b, std::memory_order_acq_rel); }
   ~Plan() { delete spare_.load(); }
