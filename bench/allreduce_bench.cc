@@ -6,13 +6,15 @@
 //
 //   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json] [--case TOTAL_KIB:TENSORS]
 //
-// The op is timed three ways: its own time in a traced run with owned inputs (made in the step
-// for it alone, as gradients are in training: reduced in their own buffers, no copy but the
-// fusion buffer's), the same with held inputs (Consts it must leave alone: each output a new
-// tensor, one more copy), and a whole Session::run of the held case. For each total size
-// (64 KiB .. 64 MiB of float32) and tensor count K, rounds alternate the four (each round: a few
-// repetitions of each, the median kept), and rank 0 prints the medians and the throughput ratios
-// bare / fused (target ≥ 0.9). One rank: MPI_Allreduce on one process.
+// The op is timed four ways: its own time in a traced run with owned inputs (made in the step
+// for it alone, as gradients are in training: reduced where their producers wrote them), once
+// averaging as DistributedOptimizer does and once summing as the bare call does (the average is
+// one more pass over the data, dividing it); the same with held inputs (Consts it must leave
+// alone: copied into a fusion buffer and out to new outputs); and a whole Session::run of the
+// held case. For each total size (64 KiB .. 64 MiB of float32) and tensor count K, rounds
+// alternate the five (each round: a few repetitions of each, the median kept), and rank 0 prints
+// the medians and the throughput ratios bare / fused (target ≥ 0.9). One rank: MPI_Allreduce on
+// one process.
 #include <mpi.h>
 
 #include <algorithm>
@@ -54,7 +56,7 @@ struct FusedAllreduce {
   std::vector<Output> outputs;
   std::unique_ptr<Session> session;
 
-  FusedAllreduce(const Case& c, bool owned) {
+  FusedAllreduce(const Case& c, bool owned, ReduceOp op = ReduceOp::kAverage) {
     Scope root(graph);
     std::vector<Output> inputs;
     const int64_t each = c.total_floats / c.tensors;
@@ -63,7 +65,7 @@ struct FusedAllreduce {
                               Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(each), 1.0f)));
       inputs.push_back(owned ? neg(root.with_op_name("grad" + std::to_string(t)), value) : value);
     }
-    outputs = allreduce(root.with_op_name("fused"), inputs, ReduceOp::kAverage);
+    outputs = allreduce(root.with_op_name("fused"), inputs, op);
     session = std::make_unique<Session>(graph, SessionOptions{.inter_op_threads = 1});
     session->run({}, outputs);  // the plan and the buffers, outside the timing
   }
@@ -113,22 +115,23 @@ int main(int argc, char** argv) {
   const bool chief = dist::rank() == 0;
   if (chief && !json)
     std::printf(
-        "allreduce over %d ranks (%s), float32, average, median of %d rounds\n"
-        "Throughput ratios are bare / fused (target ≥ 0.9). The op: its own time in a traced run, with inputs held\n"
-        "(Consts, left as they are) or owned (made in the step for it alone, as gradients are); the run: a whole\n"
-        "Session::run of the held case.\n"
-        "| total | tensors | bare MPI_Allreduce | op, inputs owned | op, inputs held | run, inputs held "
-        "| ratio: owned op | held op | held run |\n"
-        "|---|---|---|---|---|---|---|---|---|\n",
+        "allreduce over %d ranks (%s), float32, median of %d rounds\n"
+        "Throughput ratios are bare / fused (target ≥ 0.9). The op: its own time in a traced run, averaging (as\n"
+        "DistributedOptimizer does) unless it says sum (as the bare call does), with inputs held (Consts, left as\n"
+        "they are) or owned (made in the step for it alone, as gradients are); the run: a whole Session::run of\n"
+        "the held case.\n"
+        "| total | tensors | bare MPI_Allreduce (sum) | op, inputs owned | op, owned, sum | op, inputs held "
+        "| run, inputs held | ratio: owned op | owned sum | held op | held run |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n",
         dist::size(), dist::describe().c_str(), rounds);
   std::vector<Case> cases = {{16 << 10, 1}, {16 << 10, 8}, {256 << 10, 1}, {256 << 10, 8}, {256 << 10, 64},
                              {4 << 20, 1},  {4 << 20, 8},  {4 << 20, 64},  {16 << 20, 16}};
   if (!only.empty()) cases = only;
   for (const Case& c : cases) {
-    FusedAllreduce held(c, false), owned(c, true);
+    FusedAllreduce held(c, false), owned(c, true), owned_sum(c, true, ReduceOp::kSum);
     std::vector<float> buffer(static_cast<size_t>(c.total_floats), 1.0f);
     const int reps = c.total_floats >= (4 << 20) ? 3 : 20;
-    std::vector<double> held_runs, held_ops, owned_ops, bares;
+    std::vector<double> held_runs, held_ops, owned_ops, owned_sum_ops, bares;
     const auto timed = [&](std::vector<double>& medians, const std::function<double()>& once) {
       dist::barrier();
       std::vector<double> times;
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
       });
       timed(held_ops, [&] { return held.op_seconds(); });
       timed(owned_ops, [&] { return owned.op_seconds(); });
+      timed(owned_sum_ops, [&] { return owned_sum.op_seconds(); });
       timed(bares, [&] {
         const double t0 = seconds_now();
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(c.total_floats), MPI_FLOAT, MPI_SUM,
@@ -151,19 +155,21 @@ int main(int argc, char** argv) {
       });
     }
     const double run = median(held_runs), held_op = median(held_ops), owned_op = median(owned_ops),
+                 owned_sum_op = median(owned_sum_ops),
                  bare = median(bares);
     const double mb = static_cast<double>(c.total_floats) * 4 / (1 << 20);
     if (chief) {
       if (json)
         std::printf(
             "{\"ranks\":%d,\"total_bytes\":%lld,\"tensors\":%d,\"bare_s\":%.9f,\"owned_op_s\":%.9f,"
-            "\"held_op_s\":%.9f,\"held_run_s\":%.9f,\"ratio_owned_op\":%.4f,\"ratio_held_op\":%.4f,"
-            "\"ratio_held_run\":%.4f}\n",
-            dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, bare, owned_op, held_op, run,
-            bare / owned_op, bare / held_op, bare / run);
+            "\"owned_sum_op_s\":%.9f,\"held_op_s\":%.9f,\"held_run_s\":%.9f,\"ratio_owned_op\":%.4f,"
+            "\"ratio_owned_sum_op\":%.4f,\"ratio_held_op\":%.4f,\"ratio_held_run\":%.4f}\n",
+            dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, bare, owned_op, owned_sum_op,
+            held_op, run, bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run);
       else
-        std::printf("| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f |\n", mb, c.tensors,
-                    bare * 1e6, owned_op * 1e6, held_op * 1e6, run * 1e6, bare / owned_op, bare / held_op, bare / run);
+        std::printf("| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f | %.3f |\n",
+                    mb, c.tensors, bare * 1e6, owned_op * 1e6, owned_sum_op * 1e6, held_op * 1e6, run * 1e6,
+                    bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run);
       std::fflush(stdout);
     }
   }

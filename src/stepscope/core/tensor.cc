@@ -1,8 +1,10 @@
 #include "stepscope/core/tensor.h"
 
+#include <cstring>
 #include <limits>
 #include <new>
 #include <sstream>
+#include <vector>
 
 #include "stepscope/base/clock.h"
 

@@ -177,8 +177,6 @@ void allreduce_kernel(KernelContext& c) {
     bytes[i] = count * static_cast<int64_t>(esize);
     counts_hash = (counts_hash ^ static_cast<uint64_t>(count)) * 1099511628211ull;
   }
-  // The per-input counts decide which calls are made (fused or direct): they must agree too.
-  expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
   if (b.size() == 1) {
     for (int i = 0; i < n; ++i) c.set_output(i, c.input(i));  // the sum and the average over one rank
     return;
@@ -208,17 +206,18 @@ void allreduce_kernel(KernelContext& c) {
     if (fused[i]) fused_inputs.push_back(i), fused_bytes.push_back(bytes[i]);
   std::vector<int64_t> offsets(fused_inputs.size());
   const int64_t buffer_bytes = Buffer::packed_offsets(fused_bytes, offsets);
+  bool in_place = false;
+  Tensor buffer;
+  char* p = nullptr;
   if (!fused_inputs.empty()) {
     const Tensor& first = c.input(fused_inputs[0]);
     const Buffer* pack = first.buffer() ? first.buffer()->pack() : nullptr;
-    bool in_place = pack != nullptr;
+    in_place = pack != nullptr;
     for (size_t k = 0; k < fused_inputs.size() && in_place; ++k) {
       const Tensor& in = c.input(fused_inputs[k]);
       in_place = in.buffer_unique() && in.buffer()->pack() == pack &&
                  static_cast<const char*>(in.raw_data()) - static_cast<const char*>(first.raw_data()) == offsets[k];
     }
-    Tensor buffer;
-    char* p = nullptr;
     if (in_place) {
       p = static_cast<char*>(const_cast<void*>(first.raw_data()));  // only this op holds it
     } else {
@@ -232,10 +231,20 @@ void allreduce_kernel(KernelContext& c) {
         if (next > end) std::memset(p + end, 0, static_cast<size_t>(next - end));
       }
     }
-    const int64_t piece = allreduce_piece_bytes(b, buffer_bytes);
-    for (int64_t done = 0; done < buffer_bytes; done += piece) {
-      const int64_t count = std::min(piece, buffer_bytes - done) / static_cast<int64_t>(esize);
-      if (in_place) scale_in_place(p + done, count, dtype, factor);
+  }
+  // The fused buffer is made ready (copied, or divided where it lies) before the ranks meet:
+  // until the last rank reaches this op, the others would only wait in the agreement check. A
+  // buffer reduced in pieces is divided a piece at a time instead, right before each piece's
+  // call, while it is in cache.
+  const int64_t fused_piece = allreduce_piece_bytes(b, buffer_bytes);
+  const bool divide_by_piece = in_place && fused_piece < buffer_bytes;
+  if (in_place && !divide_by_piece) scale_in_place(p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
+  // The per-input counts decide which calls are made (fused or direct): they must agree too.
+  expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
+  if (!fused_inputs.empty()) {
+    for (int64_t done = 0; done < buffer_bytes; done += fused_piece) {
+      const int64_t count = std::min(fused_piece, buffer_bytes - done) / static_cast<int64_t>(esize);
+      if (divide_by_piece) scale_in_place(p + done, count, dtype, factor);
       b.allreduce_sum(p + done, count, dtype);
     }
     for (size_t k = 0; k < fused_inputs.size(); ++k) {  // every fused output, empty ones too
