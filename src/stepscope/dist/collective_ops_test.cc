@@ -305,6 +305,30 @@ TEST(Collective, AllreduceReducesPackedInputsWhereTheyLie) {
   }
 }
 
+// Inputs that cannot be packed: one tensor fused twice (one place in a pack an output), and a
+// fed one (no producer runs). Fed, the feed is left as it was. Summed, over several steps.
+TEST(Collective, AllreduceOfOneTensorTwiceOrOfAFedOneIsExact) {
+  const int r = dist::rank(), n = dist::size();
+  Graph g;
+  Scope s(g);
+  const Output x = mul(s, constant(s, std::vector<float>{1, 2, 3}, Shape{3}), static_cast<double>(r + 1));
+  const Output y = mul(s, constant(s, std::vector<float>{10, 20}, Shape{2}), static_cast<double>(r + 1));
+  const std::vector<Output> out = allreduce(s, {x, y, x}, ReduceOp::kSum);
+  Session sess(g);
+  const float total = static_cast<float>(n * (n + 1) / 2);  // the sum of r + 1 over the ranks
+  for (int run = 0; run < 3; ++run) {
+    const auto v = sess.run(out);
+    EXPECT_EQ(v[0].to_vector<float>(), (std::vector<float>{total, 2 * total, 3 * total})) << "run " << run;
+    EXPECT_EQ(v[1].to_vector<float>(), (std::vector<float>{10 * total, 20 * total})) << "run " << run;
+    EXPECT_EQ(v[2].to_vector<float>(), (std::vector<float>{total, 2 * total, 3 * total})) << "run " << run;
+    const Tensor fed = Tensor::from_vector<float>({5, 7});
+    const auto w = sess.run({{y, fed}}, out);
+    EXPECT_EQ(w[1].to_vector<float>(), (std::vector<float>{5.0f * n, 7.0f * n})) << "run " << run;
+    EXPECT_EQ(w[0].to_vector<float>(), (std::vector<float>{total, 2 * total, 3 * total})) << "run " << run;
+    EXPECT_EQ(fed.to_vector<float>(), (std::vector<float>{5, 7})) << "the feed, run " << run;
+  }
+}
+
 // Buffers of kAllreducePiecedBytes and more (a large input; a fusion buffer of many small ones)
 // are reduced in pieces where the ranks share a host: the last piece partial, a piece boundary
 // inside a fused input, inputs owned and held, sum and average.
