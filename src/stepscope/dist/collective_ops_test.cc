@@ -38,6 +38,16 @@ std::vector<double> values_of(const Tensor& t) {
   return v;
 }
 
+// This rank's values for an input of `size` elements: element k is
+// (rank + 1) * ((k % modulus) + shift), so that their sum over n ranks is n (n + 1) / 2 times
+// ((k % modulus) + shift) whatever the order of the additions (small integers, exact in float).
+std::vector<float> rank_values(int64_t size, int modulus, int shift) {
+  std::vector<float> v(static_cast<size_t>(size));
+  for (size_t k = 0; k < v.size(); ++k)
+    v[k] = static_cast<float>((dist::rank() + 1) * (static_cast<int>(k % static_cast<size_t>(modulus)) + shift));
+  return v;
+}
+
 TEST(Dist, RankAndSizeComeFromMpirun) {
   ASSERT_TRUE(dist::initialized());
   const char* launched = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -105,7 +115,7 @@ TEST(Collective, AllreduceSumsAndAveragesFusedInputs) {
 // the sums are of small integers, and the average is the sum times the float 1 / size, as the
 // kernel computes it.
 TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
-  const int r = dist::rank(), n = dist::size();
+  const int n = dist::size();
   constexpr int64_t kAtThreshold = kAllreduceDirectBytes / 4;  // float32 elements
   // Sizes in elements: small, large (at the threshold: direct), small, just under (fused),
   // large, empty.
@@ -121,10 +131,7 @@ TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
   // Input i, element k, on rank r: (r + 1) * ((k % 97) + 10 i - 20).
   std::vector<Output> inputs;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    std::vector<float> v(static_cast<size_t>(sizes[i]));
-    for (size_t k = 0; k < v.size(); ++k)
-      v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 97) + 10 * static_cast<int>(i) - 20));
-    inputs.push_back(constant(s, v, Shape{sizes[i]}));
+    inputs.push_back(constant(s, rank_values(sizes[i], 97, 10 * static_cast<int>(i) - 20), Shape{sizes[i]}));
   }
   std::vector<Output> sums = allreduce(s.with_op_name("mixed_sum"), inputs);
   std::vector<Output> means =
@@ -164,7 +171,7 @@ TEST(Collective, AllreduceMixesDirectAndFusedInputsExactly) {
 // handed on as the output; an input others still hold (a Const here) is left as it was and the
 // output is a new tensor. Small and large inputs, fused and direct, sum and average.
 TEST(Collective, AllreduceReducesInputsItAloneHoldsInTheirOwnBuffers) {
-  const int r = dist::rank(), n = dist::size();
+  const int n = dist::size();
   constexpr int64_t kLarge = kAllreduceDirectBytes / 4 + 3;  // float32 elements: direct
   const std::vector<int64_t> sizes = {5, kLarge, 7, 2 * kLarge};
   for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
@@ -174,9 +181,7 @@ TEST(Collective, AllreduceReducesInputsItAloneHoldsInTheirOwnBuffers) {
     // (owned) or a Const (held).
     std::vector<Output> owned, held;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      std::vector<float> v(static_cast<size_t>(sizes[i]));
-      for (size_t k = 0; k < v.size(); ++k)
-        v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + static_cast<int>(i) - 40));
+      const std::vector<float> v = rank_values(sizes[i], 89, static_cast<int>(i) - 40);
       owned.push_back(neg(s, constant(s, v, Shape{sizes[i]})));
       held.push_back(constant(s, v, Shape{sizes[i]}));
     }
@@ -248,10 +253,7 @@ TEST(Collective, AllreduceReducesPackedInputsWhereTheyLie) {
       // Input i, element k, on rank r: (r + 1) * ((k % 89) + i - 40).
       std::vector<Output> inputs;
       for (size_t i = 0; i < sizes.size(); ++i) {
-        std::vector<float> v(static_cast<size_t>(sizes[i]));
-        for (size_t k = 0; k < v.size(); ++k)
-          v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + static_cast<int>(i) - 40));
-        const Output value = constant(s, v, Shape{sizes[i]});
+        const Output value = constant(s, rank_values(sizes[i], 89, static_cast<int>(i) - 40), Shape{sizes[i]});
         inputs.push_back(c == Case::kForwarded && i == 2 ? identity(s, value) : mul(s, value, 1.0));
       }
       std::vector<Output> fetches = allreduce(s.with_op_name("reduce"), inputs, op);
@@ -333,17 +335,12 @@ TEST(Collective, AllreduceOfOneTensorTwiceOrOfAFedOneIsExact) {
 // are reduced in pieces where the ranks share a host: the last piece partial, a piece boundary
 // inside a fused input, inputs owned and held, sum and average.
 TEST(Collective, AllreduceReducesBigBuffersInPiecesExactly) {
-  const int r = dist::rank(), n = dist::size();
+  const int n = dist::size();
   const int64_t large = kAllreducePiecedBytes / 4 + 5;  // float32 elements
   const int64_t small = kAllreduceDirectBytes / 4 - 3;
   const int num_small = static_cast<int>(kAllreducePiecedBytes / (small * 4)) + 1;
   ASSERT_GE(num_small * small * 4, kAllreducePiecedBytes);
   ASSERT_NE((small * 4) % kAllreducePieceBytes, 0);
-  const auto values = [&](int64_t size, int i) {
-    std::vector<float> v(static_cast<size_t>(size));
-    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>((r + 1) * (static_cast<int>(k % 89) + i % 7 - 40));
-    return v;
-  };
   for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
     for (const bool owned : {true, false}) {
       Graph g;
@@ -351,7 +348,7 @@ TEST(Collective, AllreduceReducesBigBuffersInPiecesExactly) {
       std::vector<Output> inputs;
       for (int i = 0; i <= num_small; ++i) {
         const int64_t size = i == 0 ? large : small;
-        const Output value = constant(s, values(size, i), Shape{size});
+        const Output value = constant(s, rank_values(size, 89, i % 7 - 40), Shape{size});
         inputs.push_back(owned ? identity(s, mul(s, value, 1.0)) : value);
       }
       const std::vector<Output> outputs = allreduce(s, inputs, op);
