@@ -42,6 +42,10 @@ class Buffer {
   int64_t requested_bytes() const { return requested_bytes_; }
   // What the allocator really set aside for this buffer, header included.
   int64_t allocated_bytes() const {
+    if (pack_) {  // its part of the pack: its header and its elements to the next one's start
+      const auto align = static_cast<int64_t>(kAlignment);
+      return static_cast<int64_t>(kHeaderSize) + (requested_bytes_ + align - 1) / align * align;
+    }
     return static_cast<int64_t>(
         allocator_->allocated_size(kHeaderSize + static_cast<size_t>(requested_bytes_), kAlignment));
   }

@@ -103,6 +103,7 @@ TEST(Tensor, PackedBuffersLieBackToBackAndFreeTheirAllocationWithTheLast) {
     EXPECT_EQ(tensors[i].buffer()->pack(), tensors[0].buffer()->pack());
     EXPECT_TRUE(tensors[i].buffer_unique());
     EXPECT_EQ(tensors[i].buffer()->requested_bytes(), bytes[i]);
+    EXPECT_EQ(tensors[i].buffer()->allocated_bytes(), 64 + (i + 1 < counts.size() ? offsets[i + 1] : 4032 + 128) - offsets[i]);
   }
   EXPECT_NE(tensors[0].buffer()->pack(), nullptr);
   EXPECT_EQ(Tensor(DType::kFloat32, Shape{2}).buffer()->pack(), nullptr);
