@@ -137,13 +137,12 @@ int64_t allreduce_piece_bytes(const CollectiveBackend& b, int64_t bytes) {
   return b.on_one_host() && bytes >= kAllreducePiecedBytes ? kAllreducePieceBytes : bytes;
 }
 
-// Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: packing a
-// tensor into the fusion buffer costs two copies of it (in, and out again), about 2 x 64 KiB at
-// ~10 GB/s ≈ 13 µs at 64 KiB, while one more MPI_Allreduce call costs its latency (a few µs on
-// shared memory, tens over TCP). Below 64 KiB the copies are cheaper than a call each, so the
-// small ones share one call; above it a call of their own (one copy, into its output, the
-// average taken on the way) is cheaper than the two copies, and the large ones are most of the
-// bytes.
+// Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: one more
+// MPI_Allreduce call costs its latency (a few µs on shared memory, tens over TCP), which at
+// 64 KiB and more is a small part of the call, so sharing a call gains them little. Fused inputs
+// their producers did not write into a pack (see allreduce_kernel) cost two copies (into a fusion
+// buffer, and out again), about 2 x 64 KiB at ~10 GB/s ≈ 13 µs at 64 KiB: more than the call
+// they save. Below 64 KiB the latency is most of a call, so the small ones share one.
 // A lone small input gains nothing from the buffer (one call either way), so it goes direct too.
 std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
   std::vector<bool> fused(input_bytes.size());

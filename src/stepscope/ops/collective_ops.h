@@ -61,7 +61,8 @@ void set_collective_backend(std::shared_ptr<CollectiveBackend> backend);
 enum class ReduceOp { kSum, kAverage };
 
 // An Allreduce input of at least this many bytes gets its own collective call, in place on its
-// output; smaller ones (two or more) are packed into one fusion buffer.
+// output; smaller ones (two or more) are fused: reduced in one call, where their producers wrote
+// them back to back (OpDef::contiguous_inputs), or else through a fusion buffer.
 inline constexpr int64_t kAllreduceDirectBytes = 64 << 10;
 // Which of an Allreduce's inputs (given their sizes in bytes) travel in the fusion buffer.
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes);
