@@ -15,6 +15,13 @@
 // alternate the five (each round: a few repetitions of each, the median kept), and rank 0 prints
 // the medians and the throughput ratios bare / fused (target ≥ 0.9). One rank: MPI_Allreduce on
 // one process.
+//
+// Each time is given two ways. "Own" is rank 0's time in the op (or call), which includes waiting
+// for a rank that reached it later: in a Session::run the ranks arrive at the op at different
+// times (the executor's own work differs between them), while back-to-back bare calls keep them
+// in step. "From the last arrival" is the time from the moment the last rank entered the op (or
+// call) to the moment the last rank left it (the ranks share one steady clock on one host): the
+// collective's own cost, without the ranks' imbalance before it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -33,8 +40,15 @@
 namespace stepscope {
 namespace {
 
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+// When one timed thing started and ended on this rank, in steady-clock nanoseconds.
+struct Interval {
+  int64_t start_ns;
+  int64_t end_ns;
+};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 double median(std::vector<double> v) {
@@ -70,15 +84,16 @@ struct FusedAllreduce {
     session->run({}, outputs);  // the plan and the buffers, outside the timing
   }
   void run() { session->run({}, outputs); }
-  // The Allreduce op's own time (its kernel, from a traced run's StepStats), in seconds.
-  double op_seconds() {
+  // When the Allreduce op's kernel started and ended (from a traced run's StepStats).
+  Interval op_interval() {
     RunOptions options;
     options.trace_level = TraceLevel::kSoftwareTrace;
     RunMetadata metadata;
     session->run({}, outputs, {}, options, &metadata);
     for (const auto& dev : metadata.step_stats.dev_stats)
       for (const auto& ns : dev.node_stats)
-        if (ns.node_name == "fused") return static_cast<double>(ns.op_end_rel_ns - ns.op_start_rel_ns) * 1e-9;
+        if (ns.node_name == "fused")
+          return {ns.all_start_ns + ns.op_start_rel_ns, ns.all_start_ns + ns.op_end_rel_ns};
     std::fprintf(stderr, "allreduce_bench: the traced run has no node \"fused\"\n");
     std::exit(1);
   }
@@ -119,57 +134,86 @@ int main(int argc, char** argv) {
         "Throughput ratios are bare / fused (target ≥ 0.9). The op: its own time in a traced run, averaging (as\n"
         "DistributedOptimizer does) unless it says sum (as the bare call does), with inputs held (Consts, left as\n"
         "they are) or owned (made in the step for it alone, as gradients are); the run: a whole Session::run of\n"
-        "the held case.\n"
-        "| total | tensors | bare MPI_Allreduce (sum) | op, inputs owned | op, owned, sum | op, inputs held "
-        "| run, inputs held | ratio: owned op | owned sum | held op | held run |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "the held case. Own: rank 0's time, waits for later ranks included; from the last arrival: from the last\n"
+        "rank's entry to the last rank's exit.\n"
+        "| total | tensors | bare MPI_Allreduce (sum), own | op, owned | op, owned, sum | op, held | run, held "
+        "| ratio own: owned | owned sum | held op | held run "
+        "| from the last arrival: bare | owned | owned sum | ratio: owned | owned sum |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
         dist::size(), dist::describe().c_str(), rounds);
   std::vector<Case> cases = {{16 << 10, 1}, {16 << 10, 8}, {256 << 10, 1}, {256 << 10, 8}, {256 << 10, 64},
                              {4 << 20, 1},  {4 << 20, 8},  {4 << 20, 64},  {16 << 20, 16}};
   if (!only.empty()) cases = only;
+  // The median over rounds of each round's median, of rank 0's own time and of the time from the
+  // last rank's arrival.
+  struct Timing {
+    std::vector<double> own, from_last_arrival;
+    double own_s() const { return median(own); }
+    double from_last_arrival_s() const { return median(from_last_arrival); }
+  };
   for (const Case& c : cases) {
     FusedAllreduce held(c, false), owned(c, true), owned_sum(c, true, ReduceOp::kSum);
     std::vector<float> buffer(static_cast<size_t>(c.total_floats), 1.0f);
     const int reps = c.total_floats >= (4 << 20) ? 3 : 20;
-    std::vector<double> held_runs, held_ops, owned_ops, owned_sum_ops, bares;
-    const auto timed = [&](std::vector<double>& medians, const std::function<double()>& once) {
+    Timing held_runs, held_ops, owned_ops, owned_sum_ops, bares;
+    const auto timed = [&](Timing& timing, const std::function<Interval()>& once) {
       dist::barrier();
-      std::vector<double> times;
-      for (int i = 0; i < reps; ++i) times.push_back(once());
-      medians.push_back(median(times));
+      std::vector<Interval> mine;
+      for (int i = 0; i < reps; ++i) mine.push_back(once());
+      std::vector<Interval> all(mine.size() * static_cast<size_t>(dist::size()));  // rank-major
+      MPI_Allgather(mine.data(), 2 * reps, MPI_INT64_T, all.data(), 2 * reps, MPI_INT64_T, MPI_COMM_WORLD);
+      std::vector<double> own, span;
+      for (int i = 0; i < reps; ++i) {
+        own.push_back(static_cast<double>(mine[i].end_ns - mine[i].start_ns) * 1e-9);
+        int64_t last_start = 0, last_end = 0;
+        for (int r = 0; r < dist::size(); ++r) {
+          last_start = std::max(last_start, all[static_cast<size_t>(r * reps + i)].start_ns);
+          last_end = std::max(last_end, all[static_cast<size_t>(r * reps + i)].end_ns);
+        }
+        span.push_back(static_cast<double>(last_end - last_start) * 1e-9);
+      }
+      timing.own.push_back(median(own));
+      timing.from_last_arrival.push_back(median(span));
     };
     for (int r = 0; r < rounds; ++r) {
       timed(held_runs, [&] {
-        const double t0 = seconds_now();
+        const int64_t t0 = steady_ns();
         held.run();
-        return seconds_now() - t0;
+        return Interval{t0, steady_ns()};
       });
-      timed(held_ops, [&] { return held.op_seconds(); });
-      timed(owned_ops, [&] { return owned.op_seconds(); });
-      timed(owned_sum_ops, [&] { return owned_sum.op_seconds(); });
+      timed(held_ops, [&] { return held.op_interval(); });
+      timed(owned_ops, [&] { return owned.op_interval(); });
+      timed(owned_sum_ops, [&] { return owned_sum.op_interval(); });
       timed(bares, [&] {
-        const double t0 = seconds_now();
+        const int64_t t0 = steady_ns();
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(c.total_floats), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
-        return seconds_now() - t0;
+        return Interval{t0, steady_ns()};
       });
     }
-    const double run = median(held_runs), held_op = median(held_ops), owned_op = median(owned_ops),
-                 owned_sum_op = median(owned_sum_ops),
-                 bare = median(bares);
+    const double run = held_runs.own_s(), held_op = held_ops.own_s(), owned_op = owned_ops.own_s(),
+                 owned_sum_op = owned_sum_ops.own_s(), bare = bares.own_s();
+    const double bare_last = bares.from_last_arrival_s(), owned_last = owned_ops.from_last_arrival_s(),
+                 owned_sum_last = owned_sum_ops.from_last_arrival_s();
     const double mb = static_cast<double>(c.total_floats) * 4 / (1 << 20);
     if (chief) {
       if (json)
         std::printf(
             "{\"ranks\":%d,\"total_bytes\":%lld,\"tensors\":%d,\"bare_s\":%.9f,\"owned_op_s\":%.9f,"
             "\"owned_sum_op_s\":%.9f,\"held_op_s\":%.9f,\"held_run_s\":%.9f,\"ratio_owned_op\":%.4f,"
-            "\"ratio_owned_sum_op\":%.4f,\"ratio_held_op\":%.4f,\"ratio_held_run\":%.4f}\n",
+            "\"ratio_owned_sum_op\":%.4f,\"ratio_held_op\":%.4f,\"ratio_held_run\":%.4f,"
+            "\"from_last_arrival\":{\"bare_s\":%.9f,\"owned_op_s\":%.9f,\"owned_sum_op_s\":%.9f,"
+            "\"ratio_owned_op\":%.4f,\"ratio_owned_sum_op\":%.4f}}\n",
             dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, bare, owned_op, owned_sum_op,
-            held_op, run, bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run);
+            held_op, run, bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run, bare_last, owned_last,
+            owned_sum_last, bare_last / owned_last, bare_last / owned_sum_last);
       else
-        std::printf("| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f | %.3f |\n",
-                    mb, c.tensors, bare * 1e6, owned_op * 1e6, owned_sum_op * 1e6, held_op * 1e6, run * 1e6,
-                    bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run);
+        std::printf(
+            "| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f | %.3f "
+            "| %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f |\n",
+            mb, c.tensors, bare * 1e6, owned_op * 1e6, owned_sum_op * 1e6, held_op * 1e6, run * 1e6, bare / owned_op,
+            bare / owned_sum_op, bare / held_op, bare / run, bare_last * 1e6, owned_last * 1e6, owned_sum_last * 1e6,
+            bare_last / owned_last, bare_last / owned_sum_last);
       std::fflush(stdout);
     }
   }
