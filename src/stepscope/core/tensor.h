@@ -24,7 +24,7 @@ class Buffer {
   static constexpr size_t kAlignment = 64;
   static Buffer* create(Allocator* allocator, DType dtype, int64_t num_elements);
   // Buffers of one dtype whose elements lie back to back in one allocation, each starting at the
-  // next kAlignment boundary after the one before (packed_offset), the padding zeroed: for an op
+  // next kAlignment boundary after the one before (packed_offsets), the padding zeroed: for an op
   // that wants its inputs contiguous (a fused allreduce reduces them in one call where they lie,
   // TensorFlow's ScopedAllocator). Each is a buffer of its own, with its own references; the
   // allocation (allocated and recorded as one) is freed with the last of them. Fills `out`, one
