@@ -21,17 +21,18 @@
 // times (the executor's own work differs between them), while back-to-back bare calls keep them
 // in step. "From the last arrival" is the time from the moment the last rank entered the op (or
 // call) to the moment the last rank left it (the ranks share one steady clock on one host): the
-// collective's own cost, without the ranks' imbalance before it.
+// collective's own cost, without the ranks' imbalance before it. Ranks on several hosts have no
+// common steady clock, so there the second way is left out (n/a, null in --json).
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "stepscope/base/clock.h"
 #include "stepscope/dist/mpi.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/ops/collective_ops.h"
@@ -46,10 +47,7 @@ struct Interval {
   int64_t end_ns;
 };
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+static_assert(sizeof(Interval) == 2 * sizeof(int64_t), "gathered as two MPI_INT64_T each");
 
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -127,7 +125,14 @@ int main(int argc, char** argv) {
     }
   }
   dist::init();
+  int mpi_started = 0;
+  MPI_Initialized(&mpi_started);
+  if (!mpi_started) {  // dist::init starts MPI only in a process mpirun started
+    std::fprintf(stderr, "allreduce_bench: run it under mpirun (mpirun -np 2 allreduce_bench ...; -np 1 for one rank)\n");
+    return 2;
+  }
   const bool chief = dist::rank() == 0;
+  const bool one_host = dist::local_size() == dist::size();  // one steady clock for every rank
   if (chief && !json)
     std::printf(
         "allreduce over %d ranks (%s), float32, median of %d rounds\n"
@@ -177,18 +182,18 @@ int main(int argc, char** argv) {
     };
     for (int r = 0; r < rounds; ++r) {
       timed(held_runs, [&] {
-        const int64_t t0 = steady_ns();
+        const int64_t t0 = now_ns();
         held.run();
-        return Interval{t0, steady_ns()};
+        return Interval{t0, now_ns()};
       });
       timed(held_ops, [&] { return held.op_interval(); });
       timed(owned_ops, [&] { return owned.op_interval(); });
       timed(owned_sum_ops, [&] { return owned_sum.op_interval(); });
       timed(bares, [&] {
-        const int64_t t0 = steady_ns();
+        const int64_t t0 = now_ns();
         MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(c.total_floats), MPI_FLOAT, MPI_SUM,
                       MPI_COMM_WORLD);
-        return Interval{t0, steady_ns()};
+        return Interval{t0, now_ns()};
       });
     }
     const double run = held_runs.own_s(), held_op = held_ops.own_s(), owned_op = owned_ops.own_s(),
@@ -196,24 +201,29 @@ int main(int argc, char** argv) {
     const double bare_last = bares.from_last_arrival_s(), owned_last = owned_ops.from_last_arrival_s(),
                  owned_sum_last = owned_sum_ops.from_last_arrival_s();
     const double mb = static_cast<double>(c.total_floats) * 4 / (1 << 20);
+    char last_json[256] = "null", last_text[256] = "| n/a | n/a | n/a | n/a | n/a |";
+    if (one_host) {
+      std::snprintf(last_json, sizeof last_json,
+                    "{\"bare_s\":%.9f,\"owned_op_s\":%.9f,\"owned_sum_op_s\":%.9f,\"ratio_owned_op\":%.4f,"
+                    "\"ratio_owned_sum_op\":%.4f}",
+                    bare_last, owned_last, owned_sum_last, bare_last / owned_last, bare_last / owned_sum_last);
+      std::snprintf(last_text, sizeof last_text, "| %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f |", bare_last * 1e6,
+                    owned_last * 1e6, owned_sum_last * 1e6, bare_last / owned_last, bare_last / owned_sum_last);
+    }
     if (chief) {
       if (json)
         std::printf(
             "{\"ranks\":%d,\"total_bytes\":%lld,\"tensors\":%d,\"bare_s\":%.9f,\"owned_op_s\":%.9f,"
             "\"owned_sum_op_s\":%.9f,\"held_op_s\":%.9f,\"held_run_s\":%.9f,\"ratio_owned_op\":%.4f,"
             "\"ratio_owned_sum_op\":%.4f,\"ratio_held_op\":%.4f,\"ratio_held_run\":%.4f,"
-            "\"from_last_arrival\":{\"bare_s\":%.9f,\"owned_op_s\":%.9f,\"owned_sum_op_s\":%.9f,"
-            "\"ratio_owned_op\":%.4f,\"ratio_owned_sum_op\":%.4f}}\n",
+            "\"from_last_arrival\":%s}\n",
             dist::size(), static_cast<long long>(c.total_floats * 4), c.tensors, bare, owned_op, owned_sum_op,
-            held_op, run, bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run, bare_last, owned_last,
-            owned_sum_last, bare_last / owned_last, bare_last / owned_sum_last);
+            held_op, run, bare / owned_op, bare / owned_sum_op, bare / held_op, bare / run, last_json);
       else
         std::printf(
-            "| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f | %.3f "
-            "| %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f |\n",
-            mb, c.tensors, bare * 1e6, owned_op * 1e6, owned_sum_op * 1e6, held_op * 1e6, run * 1e6, bare / owned_op,
-            bare / owned_sum_op, bare / held_op, bare / run, bare_last * 1e6, owned_last * 1e6, owned_sum_last * 1e6,
-            bare_last / owned_last, bare_last / owned_sum_last);
+            "| %.2f MiB | %d | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.1f µs | %.3f | %.3f | %.3f | %.3f %s\n", mb,
+            c.tensors, bare * 1e6, owned_op * 1e6, owned_sum_op * 1e6, held_op * 1e6, run * 1e6, bare / owned_op,
+            bare / owned_sum_op, bare / held_op, bare / run, last_text);
       std::fflush(stdout);
     }
   }
