@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <string_view>
+#include <type_traits>
 
 #include "stepscope/autodiff/gradients.h"
 #include "stepscope/dist/mpi.h"
@@ -390,19 +392,72 @@ TEST(Collective, TraceArgsNameTheFusedAndTheDirectInputs) {
     EXPECT_TRUE(args->fused_inputs.empty() && args->direct_inputs.empty());
     return;
   }
-  EXPECT_EQ(std::string(args->algorithm),
-            "MPI_Allreduce (fused buffer for the small inputs, one call per large input)");
+  // What the job's backend calls (on one host, its shared-memory allreduce).
+  const std::string call(collective_backend().allreduce_algorithm());
+  EXPECT_EQ(std::string(args->algorithm), call + " (fused buffer for the small inputs, one call per large input)");
   EXPECT_EQ(args->fused_inputs, (std::vector<int>{0, 2}));
   EXPECT_EQ(args->direct_inputs, (std::vector<int>{1}));
   const std::vector<int64_t> all_small = {16, 16, 16};
-  EXPECT_EQ(std::string(collective_trace_args(*node, all_small)->algorithm), "MPI_Allreduce (fused buffer)");
+  EXPECT_EQ(std::string(collective_trace_args(*node, all_small)->algorithm), call + " (fused buffer)");
   const std::vector<int64_t> all_large = {kAllreduceDirectBytes, kAllreduceDirectBytes, 1 << 20};
   const auto large = collective_trace_args(*node, all_large);
-  EXPECT_EQ(std::string(large->algorithm), "MPI_Allreduce (one call per input)");
+  EXPECT_EQ(std::string(large->algorithm), call + " (one call per input)");
   EXPECT_EQ(large->direct_inputs, (std::vector<int>{0, 1, 2}));
   EXPECT_TRUE(large->fused_inputs.empty());
   // Sizes unknown (no output descriptions): the call, without a claim about the plan.
-  EXPECT_EQ(std::string(collective_trace_args(*node, std::span<const int64_t>{})->algorithm), "MPI_Allreduce");
+  EXPECT_EQ(std::string(collective_trace_args(*node, std::span<const int64_t>{})->algorithm), call);
+  // A profile of a job of another size (loaded elsewhere) names the MPI call: its backend is unknown.
+  EXPECT_EQ(std::string(collective_trace_args("Allreduce", 1, n + 1, {})->algorithm), "MPI_Allreduce");
+}
+
+// Ranks on one host reduce through the shared-memory window unless STEPSCOPE_ALLREDUCE=mpi (the
+// dist tests run both ways); across hosts, MPI_Allreduce.
+TEST(Collective, RanksOnOneHostReduceThroughSharedMemory) {
+  const char* choice = std::getenv("STEPSCOPE_ALLREDUCE");
+  const bool forced_mpi = choice && std::string_view(choice) == "mpi";
+  const bool shared = dist::size() > 1 && dist::local_size() == dist::size() && !forced_mpi;
+  EXPECT_EQ(std::string(collective_backend().allreduce_algorithm()), shared ? "shared-memory allreduce" : "MPI_Allreduce");
+  EXPECT_EQ(dist::describe().find("shared-memory") != std::string::npos, shared) << dist::describe();
+}
+
+// The backend's allreduce itself, whichever carries it: every dtype; lengths that leave some
+// ranks' parts empty, end mid-cache-line, or span several of the window's pieces; into another
+// buffer and in place; summed and scaled. Values are small integers, so each sum (and the
+// average of 2 or 4 ranks) is exact in every order.
+TEST(Collective, BackendAllreduceIsExactForEveryDtypeLengthAndPlace) {
+  const int n = dist::size();
+  const int r = dist::rank();
+  CollectiveBackend& b = collective_backend();
+  const auto value = [](int rank, int64_t i) { return static_cast<int>(i % 101) - 50 + 3 * rank; };
+  const auto run = [&]<typename T>(T*, DType dtype) {
+    for (const int64_t count : {int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, int64_t{1000}, int64_t{(1 << 20) / 4 + 7},
+                                int64_t{3 * (1 << 20) / 4 + 1}}) {
+      for (const bool in_place : {true, false}) {
+        for (const double scale : {1.0, 1.0 / n}) {
+          if (scale != 1.0 && !std::is_floating_point_v<T>) continue;
+          std::vector<T> in(static_cast<size_t>(count)), out(static_cast<size_t>(count), T{99});
+          for (int64_t i = 0; i < count; ++i) in[i] = static_cast<T>(value(r, i));
+          T* dst = in_place ? in.data() : out.data();
+          b.allreduce(in.data(), dst, count, dtype, scale);
+          int64_t wrong = 0, first = -1;
+          for (int64_t i = 0; i < count; ++i) {
+            double sum = 0;
+            for (int q = 0; q < n; ++q) sum += value(q, i);
+            if (dst[i] != static_cast<T>(sum * scale) && wrong++ == 0) first = i;
+          }
+          ASSERT_EQ(wrong, 0) << dtype_name(dtype) << " count " << count << (in_place ? " in place" : " into another")
+                              << " scale " << scale << ": first wrong element " << first;
+          if (!in_place) {
+            for (int64_t i = 0; i < count; ++i) ASSERT_EQ(in[i], static_cast<T>(value(r, i))) << "the input changed";
+          }
+        }
+      }
+    }
+  };
+  run(static_cast<float*>(nullptr), DType::kFloat32);
+  run(static_cast<double*>(nullptr), DType::kFloat64);
+  run(static_cast<int32_t*>(nullptr), DType::kInt32);
+  run(static_cast<int64_t*>(nullptr), DType::kInt64);
 }
 
 TEST(Collective, BroadcastReduceAndAllgather) {

@@ -16,6 +16,8 @@
 
 #ifdef STEPSCOPE_HAVE_MPI
 #include <mpi.h>
+
+#include "stepscope/dist/internal/shared_memory_allreduce.h"
 #endif
 
 namespace stepscope::dist {
@@ -92,8 +94,16 @@ class MpiBackend : public CollectiveBackend {
   int size() const override { return size_; }
   bool on_one_host() const override { return on_one_host_; }
   std::string describe() const override {
-    return "MPI (" + library_ + ", " + (thread_multiple_ ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED") + ")";
+    return "MPI (" + library_ + ", " + (thread_multiple_ ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED") +
+           (shared_ ? "; allreduce through a shared-memory window" : "") + ")";
   }
+  std::string_view allreduce_algorithm() const override {
+    return shared_ ? "shared-memory allreduce" : "MPI_Allreduce";
+  }
+
+  // Ranks on one host: Allreduce through `shared` instead of MPI_Allreduce (null: MPI_Allreduce).
+  // Set once by init, before any step; released (collectively) by shutdown.
+  void use_shared_memory(std::unique_ptr<SharedMemoryAllreduce> shared) { shared_ = std::move(shared); }
 
   bool agree(uint64_t key) override {
     // One allreduce of (key, ~key) with MAX gives (max key, ~min key): equal keys iff max == min.
@@ -102,14 +112,26 @@ class MpiBackend : public CollectiveBackend {
     check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce");
     return v[0] == ~v[1];
   }
-  void allreduce_sum(void* data, int64_t count, DType dtype) override {
+  void allreduce(const void* in, void* out, int64_t count, DType dtype, double scale) override {
+    if (shared_) return shared_->allreduce(in, out, count, dtype, scale);
     const MPI_Datatype type = mpi_type(dtype);
+    const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
+    // In place on out, the input going into it already scaled (the average of n ranks is the sum
+    // of each rank's 1/n of its value): that one pass is the copy a non-in-place MPI_Allreduce
+    // makes before reducing anyway. Where the ranks share one host and the buffer is 8 MiB or
+    // more, in pieces of 256 KiB, each scaled right before its call (so it is still in cache when
+    // MPI reads it): measured on Open MPI's shared-memory transport, with and without CMA's single
+    // copy, 1.3-1.9x faster than one call from 8 to 16 MiB (2.8x at 64 MiB without CMA), slower
+    // at 4 MiB with CMA (0.9x). Across hosts, where a call costs a network latency, unmeasured:
+    // one call (of at most INT_MAX elements: MPI's counts are int), which MPI segments itself.
+    const int64_t piece = on_one_host_ && count * esize >= kAllreducePiecedBytes ? kAllreducePieceBytes / esize
+                                                                                 : int64_t{INT_MAX};
     auto lock = serialize();
-    // In pieces of at most INT_MAX elements (MPI's counts are int).
     for (int64_t done = 0; done < count;) {
-      const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + done * dtype_size(dtype), n, type, MPI_SUM, comm_),
-            "MPI_Allreduce");
+      const int64_t n = std::min(count - done, piece);
+      char* p = static_cast<char*>(out) + done * esize;
+      copy_scaled(static_cast<const char*>(in) + done * esize, p, n, dtype, scale);
+      check(MPI_Allreduce(MPI_IN_PLACE, p, static_cast<int>(n), type, MPI_SUM, comm_), "MPI_Allreduce");
       done += n;
     }
   }
@@ -152,6 +174,8 @@ class MpiBackend : public CollectiveBackend {
   }
 
   MPI_Comm comm() const { return comm_; }
+  // Collective: every rank, after they met in shutdown.
+  void release_shared_memory() { shared_.reset(); }
   MPI_Comm control() const { return control_; }
 
   // True when every rank called it within `timeout_secs` (see dist::shutdown). On the control
@@ -190,6 +214,7 @@ class MpiBackend : public CollectiveBackend {
   bool on_one_host_, thread_multiple_;
   std::string library_;
   std::mutex mutex_;
+  std::unique_ptr<SharedMemoryAllreduce> shared_;
 };
 
 std::shared_ptr<MpiBackend> mpi_backend;
@@ -285,6 +310,14 @@ void init(const InitOptions& options) {
     MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN);
     mpi_backend = std::make_shared<MpiBackend>(comm, control, state.rank, state.size, state.local_size == state.size,
                                                provided >= MPI_THREAD_MULTIPLE, library_version());
+    // Ranks on one host reduce through shared memory unless STEPSCOPE_ALLREDUCE=mpi (on every
+    // rank; the ranks agree, since making the window is collective).
+    if (state.local_size == state.size && state.size > 1) {
+      const char* choice = std::getenv("STEPSCOPE_ALLREDUCE");
+      int shared = !(choice && std::string_view(choice) == "mpi");
+      MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MIN, comm);
+      if (shared) mpi_backend->use_shared_memory(SharedMemoryAllreduce::create(comm));
+    }
     set_collective_backend(mpi_backend);
     state.clock = estimate_clock_offset(control, state.rank, state.size);
   }
@@ -309,6 +342,7 @@ void shutdown() {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    mpi_backend->release_shared_memory();
     MPI_Comm comm = mpi_backend->comm(), control = mpi_backend->control();
     mpi_backend.reset();
     MPI_Comm_free(&comm);

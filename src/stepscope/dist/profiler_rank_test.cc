@@ -14,6 +14,7 @@
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/hooks/profiler_hook.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/ops/collective_ops.h"
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/profiler.h"
@@ -47,7 +48,8 @@ TEST(DistProfiler, TimelinesShowTheCollectivesAndTheRank) {
   ASSERT_FALSE(trace.empty()) << "no timeline in " << dir.path();
   EXPECT_NE(trace.find("\"args\":{\"name\":\"grads\",\"op\":\"Allreduce\""), std::string::npos) << trace;
   // 120 floats: 480 bytes; an allreduce sends 2 (n - 1) / n of them from each rank.
-  const std::string args = "\"algorithm\":\"" + std::string(n == 1 ? "none (one process)" : "MPI_Allreduce") +
+  const std::string args = "\"algorithm\":\"" +
+                           std::string(n == 1 ? "none (one process)" : collective_backend().allreduce_algorithm()) +
                            "\",\"ranks\":" + std::to_string(n) +
                            ",\"bytes_moved\":" + std::to_string(2 * (n - 1) * 480 / n);
   EXPECT_NE(trace.find(args), std::string::npos) << args << " not in " << trace;
@@ -88,7 +90,8 @@ TEST(DistProfiler, TimelinesSayWhichAllreduceInputsWentFused) {
   const std::string expected =
       n == 1
           ? "\"algorithm\":\"none (one process)\",\"ranks\":1,\"bytes_moved\":0,\"thread_id\""
-          : "\"algorithm\":\"MPI_Allreduce (fused buffer for the small inputs, one call per large input)\",\"ranks\":" +
+          : "\"algorithm\":\"" + std::string(collective_backend().allreduce_algorithm()) +
+                " (fused buffer for the small inputs, one call per large input)\",\"ranks\":" +
                 std::to_string(n) +
                 ",\"bytes_moved\":" + std::to_string(2 * (n - 1) * (80 + kAllreduceDirectBytes) / n) +
                 ",\"fused_inputs\":[0,2],\"direct_inputs\":[1]";
@@ -120,7 +123,8 @@ TEST(DistProfiler, TfprofOpViewShowsTheCollectives) {
   if (n > 1) {
     EXPECT_GE(allreduce_row->output_bytes, 4096 * 4);
   }
-  const std::string line = "\n  collective: " + std::string(n == 1 ? "none (one process)" : "MPI_Allreduce") +
+  const std::string line = "\n  collective: " +
+                           std::string(n == 1 ? "none (one process)" : collective_backend().allreduce_algorithm()) +
                            ", ranks: " + std::to_string(n) +
                            ", bytes_moved: " + tfprof::format_memory(2 * (n - 1) * allreduce_row->output_bytes / n) +
                            "\n";

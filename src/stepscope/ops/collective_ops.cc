@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <set>
 
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/ops/array_ops.h"
@@ -19,7 +20,9 @@ class LocalBackend : public CollectiveBackend {
   int size() const override { return 1; }
   std::string describe() const override { return "local (one process)"; }
   bool agree(uint64_t) override { return true; }
-  void allreduce_sum(void*, int64_t, DType) override {}
+  void allreduce(const void* in, void* out, int64_t count, DType dtype, double scale) override {
+    copy_scaled(in, out, count, dtype, scale);
+  }
   void broadcast(void*, int64_t, int) override {}
   void reduce_sum(void*, int64_t, DType, int) override {}
   void allgather_int64(int64_t value, int64_t* out) override { out[0] = value; }
@@ -62,39 +65,6 @@ void expect_agreement(KernelContext& c, CollectiveBackend& b, int64_t count, uin
 
 bool is_summable(DType d) { return d != DType::kBool && d != DType::kString; }
 
-// out[0, n) = in[0, n) * factor in one pass (a plain copy when factor is 1 or the dtype is not
-// floating: average is for floating dtypes only).
-void copy_scaled(const void* in, void* out, int64_t n, DType dtype, double factor) {
-  if (n <= 0) return;
-  if (factor != 1.0 && dtype == DType::kFloat32) {
-    const float* p = static_cast<const float*>(in);
-    float* q = static_cast<float*>(out);
-    const float f = static_cast<float>(factor);
-    for (int64_t i = 0; i < n; ++i) q[i] = p[i] * f;
-  } else if (factor != 1.0 && dtype == DType::kFloat64) {
-    const double* p = static_cast<const double*>(in);
-    double* q = static_cast<double*>(out);
-    for (int64_t i = 0; i < n; ++i) q[i] = p[i] * factor;
-  } else {
-    std::memcpy(out, in, static_cast<size_t>(n) * dtype_size(dtype));
-  }
-}
-
-// data[0, n) *= factor (floating dtypes; average is for those only). Not copy_scaled(data, data):
-// the compiler vectorizes that loop only for arrays that do not overlap, and runs it one element
-// at a time otherwise (~5x slower: 85 µs a MiB here).
-void scale_in_place(void* data, int64_t n, DType dtype, double factor) {
-  if (factor == 1.0) return;
-  if (dtype == DType::kFloat32) {
-    float* p = static_cast<float*>(data);
-    const float f = static_cast<float>(factor);
-    for (int64_t i = 0; i < n; ++i) p[i] *= f;
-  } else if (dtype == DType::kFloat64) {
-    double* p = static_cast<double*>(data);
-    for (int64_t i = 0; i < n; ++i) p[i] *= factor;
-  }
-}
-
 int64_t root_rank(const KernelContext& c, const CollectiveBackend& b) {
   const int64_t root = c.attrs().get<int64_t>("root_rank");
   if (root < 0 || root >= b.size())
@@ -125,16 +95,6 @@ void allreduce_shape(ShapeContext& c) {
              ", but inputs[0] has dtype " + std::string(dtype_name(dtype)) + " (one fused buffer has one dtype)");
     c.set_output(i, dtype, c.input_shape(i));
   }
-}
-
-// How many bytes of a buffer of `bytes` one MPI_Allreduce call takes. Where the ranks share one
-// host and the buffer is 8 MiB or more, pieces of 256 KiB, each averaged right before its call
-// (so it is still in cache when MPI reads it). Measured here on Open MPI's shared-memory
-// transport, with and without CMA's single copy, that is 1.3-1.9x faster than one call from 8 to
-// 16 MiB (2.8x at 64 MiB without CMA), and slower at 4 MiB with CMA (0.9x). Across hosts, where
-// a call costs a network latency, unmeasured: one call, which MPI segments itself.
-int64_t allreduce_piece_bytes(const CollectiveBackend& b, int64_t bytes) {
-  return b.on_one_host() && bytes >= kAllreducePiecedBytes ? kAllreducePieceBytes : bytes;
 }
 
 // Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: one more
@@ -196,9 +156,10 @@ void allreduce_kernel(KernelContext& c) {
   // is paid once; a small gradient alone would be all latency), over the layout of
   // Buffer::create_packed. Where the executor had their producers write them there (a pack,
   // OpDef::contiguous_inputs) and only this op holds them, they are reduced where they lie and
-  // become the outputs: no copy. Otherwise they are copied into a fusion buffer of that layout,
-  // averaged on the way in, and copied out again. Both make the same calls (padding included),
-  // so ranks that took different ways still meet.
+  // become the outputs: no copy. Otherwise they are copied into a fusion buffer of that layout
+  // and out again. Both make the same call (padding included), so ranks that took different ways
+  // still meet. The backend averages (it can fold that into a pass of its own: see
+  // CollectiveBackend::allreduce).
   std::vector<int> fused_inputs;
   std::vector<int64_t> fused_bytes;
   for (int i = 0; i < n; ++i)
@@ -225,27 +186,16 @@ void allreduce_kernel(KernelContext& c) {
       for (size_t k = 0; k < fused_inputs.size(); ++k) {
         const int64_t end = offsets[k] + fused_bytes[k];
         const int64_t next = k + 1 < offsets.size() ? offsets[k + 1] : buffer_bytes;
-        copy_scaled(c.input(fused_inputs[k]).raw_data(), p + offsets[k], fused_bytes[k] / static_cast<int64_t>(esize),
-                    dtype, factor);
+        if (fused_bytes[k] > 0)
+          std::memcpy(p + offsets[k], c.input(fused_inputs[k]).raw_data(), static_cast<size_t>(fused_bytes[k]));
         if (next > end) std::memset(p + end, 0, static_cast<size_t>(next - end));
       }
     }
   }
-  // The fused buffer is made ready (copied, or divided where it lies) before the ranks meet:
-  // until the last rank reaches this op, the others would only wait in the agreement check. A
-  // buffer reduced in pieces is divided a piece at a time instead, right before each piece's
-  // call, while it is in cache.
-  const int64_t fused_piece = allreduce_piece_bytes(b, buffer_bytes);
-  const bool divide_by_piece = in_place && fused_piece < buffer_bytes;
-  if (in_place && !divide_by_piece) scale_in_place(p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
   // The per-input counts decide which calls are made (fused or direct): they must agree too.
   expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
   if (!fused_inputs.empty()) {
-    for (int64_t done = 0; done < buffer_bytes; done += fused_piece) {
-      const int64_t count = std::min(fused_piece, buffer_bytes - done) / static_cast<int64_t>(esize);
-      if (divide_by_piece) scale_in_place(p + done, count, dtype, factor);
-      b.allreduce_sum(p + done, count, dtype);
-    }
+    b.allreduce(p, p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
     for (size_t k = 0; k < fused_inputs.size(); ++k) {  // every fused output, empty ones too
       const int i = fused_inputs[k];
       if (in_place) {
@@ -256,25 +206,12 @@ void allreduce_kernel(KernelContext& c) {
       if (bytes[i] > 0) std::memcpy(out.raw_data(), p + offsets[k], static_cast<size_t>(bytes[i]));
     }
   }
-  // The others: each its own MPI_Allreduce (or one a piece), in place on its output. Where the
-  // output is a new tensor, the input goes into it already divided by the number of ranks (the
-  // average of n ranks is the sum of each rank's 1/n of its value): that one pass is the copy a
-  // non-in-place MPI_Allreduce makes before reducing anyway, so the average costs no pass of its
-  // own. Where the output is the input's own buffer, there is no copy at all, only the average's
-  // pass.
+  // The others: each its own call, from its input to its output (the input's own buffer where
+  // only this op holds it).
   for (int i = 0; i < n; ++i) {
     if (fused[i]) continue;
-    const char* in = static_cast<const char*>(c.input(i).raw_data());
-    char* out = static_cast<char*>(output_for(i).raw_data());
-    const int64_t piece = allreduce_piece_bytes(b, bytes[i]);
-    for (int64_t done = 0; done < bytes[i]; done += piece) {
-      const int64_t count = std::min(piece, bytes[i] - done) / static_cast<int64_t>(esize);
-      if (out == in)
-        scale_in_place(out + done, count, dtype, factor);
-      else
-        copy_scaled(in + done, out + done, count, dtype, factor);
-      b.allreduce_sum(out + done, count, dtype);
-    }
+    const void* in = c.input(i).raw_data();
+    b.allreduce(in, output_for(i).raw_data(), bytes[i] / static_cast<int64_t>(esize), dtype, factor);
   }
 }
 
@@ -474,9 +411,44 @@ Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) 
 
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes) { return plan_fused(input_bytes); }
 
+void copy_scaled(const void* in, void* out, int64_t n, DType dtype, double factor) {
+  if (n <= 0) return;
+  const bool scaled = factor != 1.0 && (dtype == DType::kFloat32 || dtype == DType::kFloat64);
+  if (!scaled) {
+    if (in != out) std::memcpy(out, in, static_cast<size_t>(n) * dtype_size(dtype));
+    return;
+  }
+  // In place as its own loop: the compiler vectorizes a loop over two arrays only when they do
+  // not overlap, and runs it one element at a time otherwise (~5x slower: 85 µs a MiB here).
+  const auto scale = [&]<typename T>(const T* p, T* q) {
+    const T f = static_cast<T>(factor);
+    if (p == q) {
+      for (int64_t i = 0; i < n; ++i) q[i] *= f;
+    } else {
+      for (int64_t i = 0; i < n; ++i) q[i] = p[i] * f;
+    }
+  };
+  if (dtype == DType::kFloat32)
+    scale(static_cast<const float*>(in), static_cast<float*>(out));
+  else
+    scale(static_cast<const double*>(in), static_cast<double*>(out));
+}
+
 bool is_collective_op(std::string_view op) {
   return op == "Allreduce" || op == "Broadcast" || op == "Reduce" || op == "Allgather" || op == "ReduceScatter";
 }
+
+namespace {
+
+// "<call> (<how>)" for the args' string_view: kept for the process's life, made once each.
+std::string_view interned(std::string text) {
+  static std::mutex mutex;
+  static auto* texts = new std::set<std::string, std::less<>>;
+  std::lock_guard lock(mutex);
+  return *texts->insert(std::move(text)).first;
+}
+
+}  // namespace
 
 std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::span<const int64_t> output_bytes_each) {
   if (!is_collective_op(node.op().name)) return std::nullopt;
@@ -486,20 +458,25 @@ std::optional<CollectiveTraceArgs> collective_trace_args(const Node& node, std::
 std::optional<CollectiveTraceArgs> collective_trace_args(std::string_view op, int num_inputs, int64_t n,
                                                          std::span<const int64_t> output_bytes_each) {
   if (n < 1) return std::nullopt;
+  // The job's own backend says what its allreduce calls (a literal); a profile of another job's
+  // (loaded elsewhere) names the MPI call.
+  const CollectiveBackend& backend = collective_backend();
+  const std::string_view allreduce_call = backend.size() == n ? backend.allreduce_algorithm() : "MPI_Allreduce";
   int64_t output_bytes = 0;
   for (int64_t bytes : output_bytes_each) output_bytes += bytes;
   CollectiveTraceArgs args;
   args.ranks = n;
   if (op == "Allreduce") {
-    args.algorithm = "MPI_Allreduce";
+    args.algorithm = allreduce_call;  // a literal of the backend's, or this one
     // The kernel's plan, from the same sizes (an output has its input's size).
     if (num_inputs > 1 && n > 1 && static_cast<int>(output_bytes_each.size()) == num_inputs) {
       const std::vector<bool> fused = plan_fused(output_bytes_each);
       for (int i = 0; i < num_inputs; ++i) (fused[i] ? args.fused_inputs : args.direct_inputs).push_back(i);
-      args.algorithm = args.direct_inputs.empty()  ? "MPI_Allreduce (fused buffer)"
-                       : args.fused_inputs.empty() ? "MPI_Allreduce (one call per input)"
-                                                   : "MPI_Allreduce (fused buffer for the small inputs, one call "
-                                                     "per large input)";
+      args.algorithm = interned(
+          std::string(allreduce_call) +
+          (args.direct_inputs.empty()  ? " (fused buffer)"
+           : args.fused_inputs.empty() ? " (one call per input)"
+                                       : " (fused buffer for the small inputs, one call per large input)"));
     }
     args.bytes_moved = 2 * (n - 1) * output_bytes / n;
   } else if (op == "Broadcast" || op == "Reduce") {

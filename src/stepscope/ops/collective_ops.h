@@ -39,8 +39,12 @@ class CollectiveBackend {
   virtual bool agree(uint64_t key) = 0;
   // True when every rank runs on this host (MPI's shared-memory transport carries the data).
   virtual bool on_one_host() const { return size() == 1; }
-  // data[0, count) = its sum over ranks (dtype float32/float64/int32/int64).
-  virtual void allreduce_sum(void* data, int64_t count, DType dtype) = 0;
+  // out[0, count) = scale x the sum over ranks of in[0, count); `in` may be `out` (dtype
+  // float32/float64/int32/int64; scale is 1 for the integer ones: the average is for floating
+  // dtypes). Taking the scale lets a backend fold the average into a pass it makes anyway.
+  virtual void allreduce(const void* in, void* out, int64_t count, DType dtype, double scale) = 0;
+  // What allreduce calls, for the timeline's and tfprof's args.
+  virtual std::string_view allreduce_algorithm() const { return "MPI_Allreduce"; }
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   // On root: data = the sum over ranks; elsewhere data is left alone.
   virtual void reduce_sum(void* data, int64_t count, DType dtype, int root) = 0;
@@ -66,10 +70,15 @@ enum class ReduceOp { kSum, kAverage };
 inline constexpr int64_t kAllreduceDirectBytes = 64 << 10;
 // Which of an Allreduce's inputs (given their sizes in bytes) travel in the fusion buffer.
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes);
-// Where the ranks share one host, a buffer of at least kAllreducePiecedBytes (an input reduced on
-// its own, or the fusion buffer) is reduced in pieces of kAllreducePieceBytes, one call each.
+// Where the ranks share one host and MPI_Allreduce carries the data, a buffer of at least
+// kAllreducePiecedBytes (an input reduced on its own, or the fusion buffer) is reduced in pieces
+// of kAllreducePieceBytes, one call each (dist/mpi.cc says why).
 inline constexpr int64_t kAllreducePiecedBytes = 8 << 20;
 inline constexpr int64_t kAllreducePieceBytes = 256 << 10;
+
+// out[0, n) = in[0, n) x factor (in may be out; a plain copy for factor 1 or an integer dtype),
+// in one pass: for a backend that scales on the way into its buffer.
+void copy_scaled(const void* in, void* out, int64_t n, DType dtype, double factor);
 
 // The sum (or average: floating dtypes only) over ranks of each input; outputs have the inputs'
 // dtypes and shapes (all inputs one dtype). Of several inputs, those under
