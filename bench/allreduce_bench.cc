@@ -1,15 +1,16 @@
 // Issue 18's allreduce figure: the fused path DistributedOptimizer builds (one Allreduce op over
 // K gradient tensors: the ranks' agreement check, then inputs under 64 KiB packed into one buffer
-// (averaged on the way in) and reduced in one MPI_Allreduce, bigger ones each reduced in place
-// on their own) against a bare MPI_Allreduce of one buffer of the same total size. Run under
-// mpirun:
+// and reduced in one call, bigger ones each reduced in place on their own; on one host the calls
+// go through dist's shared-memory window) against a bare MPI_Allreduce of one buffer of the same
+// total size. Run under mpirun (STEPSCOPE_ALLREDUCE=mpi and -x STEPSCOPE_ALLREDUCE: the op on
+// MPI_Allreduce too):
 //
 //   mpirun -np 2 build/allreduce_bench [--rounds 15] [--json] [--case TOTAL_KIB:TENSORS]
 //
 // The op is timed four ways: its own time in a traced run with owned inputs (made in the step
 // for it alone, as gradients are in training: reduced where their producers wrote them), once
-// averaging as DistributedOptimizer does and once summing as the bare call does (the average is
-// one more pass over the data, dividing it); the same with held inputs (Consts it must leave
+// averaging as DistributedOptimizer does and once summing as the bare call does (on
+// MPI_Allreduce the average is one more pass over the data, dividing it); the same with held inputs (Consts it must leave
 // alone: copied into a fusion buffer and out to new outputs); and a whole Session::run of the
 // held case. For each total size (64 KiB .. 64 MiB of float32) and tensor count K, rounds
 // alternate the five (each round: a few repetitions of each, the median kept), and rank 0 prints

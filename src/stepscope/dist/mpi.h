@@ -38,7 +38,10 @@ int rank();        // 0 .. size() - 1 (0 before init)
 int size();        // the number of processes in the job (1 before init)
 int local_rank();  // the rank among the job's processes on this machine
 int local_size();
-// How the collectives run: "MPI (Open MPI v4.1.4, MPI_THREAD_MULTIPLE)" or "local (one process)".
+// How the collectives run: "MPI (Open MPI v4.1.4, MPI_THREAD_MULTIPLE)", with "; allreduce through a
+// shared-memory window" when every rank runs on this host (init makes one MPI_Win_allocate_shared
+// window, and the Allreduce op reduces through it: docs/distributed.md; STEPSCOPE_ALLREDUCE=mpi
+// on every rank keeps MPI_Allreduce), or "local (one process)".
 std::string describe();
 
 // Returns when every rank has called it.

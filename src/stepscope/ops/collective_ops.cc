@@ -98,7 +98,7 @@ void allreduce_shape(ShapeContext& c) {
 }
 
 // Why inputs of kAllreduceDirectBytes (64 KiB) and more are reduced on their own: one more
-// MPI_Allreduce call costs its latency (a few µs on shared memory, tens over TCP), which at
+// allreduce call costs its latency (a few µs on shared memory, tens over TCP), which at
 // 64 KiB and more is a small part of the call, so sharing a call gains them little. Fused inputs
 // their producers did not write into a pack (see allreduce_kernel) cost two copies (into a fusion
 // buffer, and out again), about 2 x 64 KiB at ~10 GB/s ≈ 13 µs at 64 KiB: more than the call
@@ -509,7 +509,7 @@ void register_collective_ops(OpRegistry& registry) {
                 .contiguous_inputs = allreduce_contiguous_inputs,
                 .doc = "Inputs (x...: one dtype); attr reduction (sum or average). Each output is its input summed "
                        "(or averaged) over the ranks; inputs under 64 KiB travel fused in one buffer (one "
-                       "MPI_Allreduce; their producers write them into it where their shapes are known), larger "
+                       "call; their producers write them into it where their shapes are known), larger "
                        "ones each in a call of its own, from input to output."});
   registry.add({.name = "Broadcast",
                 .num_inputs = 1,

@@ -31,7 +31,7 @@ class CollectiveBackend {
   virtual ~CollectiveBackend() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // What runs the collectives ("MPI_Allreduce (Open MPI 4.1.4)", "local"), for the ops' docs and traces.
+  // What runs the collectives ("MPI (Open MPI v4.1.4, ...)", "local (one process)"), for people to read.
   virtual std::string describe() const = 0;
 
   // Every rank passes the same `key` (a hash of the node name and element count); false when they

@@ -14,13 +14,13 @@ namespace stepscope {
 class Node;
 
 struct CollectiveTraceArgs {
-  std::string_view algorithm;  // "MPI_Allreduce", ...; "none (one process)" in a job of one
+  std::string_view algorithm;  // "MPI_Allreduce", "shared-memory allreduce", ...; "none (one process)" in a job of one
   int64_t ranks = 1;
   // Bytes each rank sends for the op: 2 (n - 1) / n of the buffer for an allreduce (what a ring
   // or a reduce-scatter + allgather sends; Open MPI picks the algorithm, of the same order), the
   // other ranks' share for an allgather, the buffer for a broadcast or a reduce.
   int64_t bytes_moved = 0;
-  // An Allreduce of several inputs: which went packed in the fusion buffer (one MPI_Allreduce for
+  // An Allreduce of several inputs: which went packed in the fusion buffer (one call for
   // them all) and which had a call of their own (collective_ops.h: kAllreduceDirectBytes). Empty
   // for other ops, a lone input, one process, or when the outputs' sizes are not known.
   std::vector<int> fused_inputs, direct_inputs;
