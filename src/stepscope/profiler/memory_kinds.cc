@@ -1,6 +1,9 @@
 #include "stepscope/profiler/memory_kinds.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <vector>
 
 #include "stepscope/core/dtype.h"
 #include "stepscope/graph/graph.h"
@@ -65,6 +68,119 @@ std::string megabytes(int64_t bytes) {
   return buffer;
 }
 
+// The graph's node a NodeExecStats records (as Timeline finds it): by id when the names agree,
+// else by name.
+const Node* node_of(const Graph& graph, const NodeExecStats& ns) {
+  if (ns.node_id >= 0 && ns.node_id < graph.num_nodes()) {
+    const Node* candidate = graph.node(ns.node_id);
+    if (candidate->name() == ns.node_name) return candidate;
+  }
+  return ns.node_name.empty() ? nullptr : graph.find_node(ns.node_name);
+}
+
+// Adds each allocator's fullest moment of a step with allocation records to `result` and
+// returns true (false, adding nothing, for a step without records). The same pairing, order and
+// peak as Timeline's memory (timeline_memory.cc: analyze_memory, maximums), without building a
+// Timeline: no lanes, labels, tensor names or lifetimes, only the buffers and which node's output
+// took each. That was half of Profiler::add_step on a small model; the test compares the two.
+bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind& result) {
+  bool has_records = false;
+  for (const auto& dev : step.dev_stats)
+    for (const NodeExecStats& ns : dev.node_stats)
+      for (const AllocatorMemoryUsed& m : ns.memory) has_records |= !m.allocation_records.empty();
+  if (!has_records) return false;
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  struct Buffer {
+    int64_t free, bytes;
+    const Node* owner;  // the node whose output took the buffer, when found in the graph
+    bool has_tensor;
+    uint32_t alloc_pos, free_pos;
+  };
+  struct Point {
+    int64_t time, delta;
+    uint32_t buffer;
+  };
+  struct Series {
+    std::string_view allocator;
+    std::vector<Point> points;
+  };
+  std::vector<Buffer> buffers;
+  std::vector<Series> series;
+  std::vector<uint32_t> open;  // buffers of the current node and allocator not yet freed
+  for (const auto& dev : step.dev_stats) {
+    for (const NodeExecStats& ns : dev.node_stats) {
+      const Node* node = nullptr;
+      bool node_looked_up = false;
+      for (const AllocatorMemoryUsed& m : ns.memory) {
+        if (m.allocation_records.empty()) continue;
+        auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.allocator == m.allocator_name; });
+        Series& sr = it != series.end() ? *it : series.emplace_back(Series{m.allocator_name, {}});
+        const auto first_buffer = static_cast<uint32_t>(buffers.size());
+        open.clear();
+        for (const AllocationRecord& r : m.allocation_records) {
+          if (r.alloc_bytes >= 0) {
+            open.push_back(static_cast<uint32_t>(buffers.size()));
+            sr.points.push_back({r.alloc_ns, r.alloc_bytes, static_cast<uint32_t>(buffers.size())});
+            buffers.push_back({kNever, r.alloc_bytes, nullptr, false, 0, std::numeric_limits<uint32_t>::max()});
+            continue;
+          }
+          // A free: of the latest open buffer of that size.
+          auto o = std::find_if(open.rbegin(), open.rend(), [&](uint32_t b) { return buffers[b].bytes == -r.alloc_bytes; });
+          if (o == open.rend()) continue;  // a free without its allocation: not this step's buffer
+          buffers[*o].free = r.alloc_ns;
+          sr.points.push_back({r.alloc_ns, r.alloc_bytes, *o});
+          open.erase(std::next(o).base());
+        }
+        // Outputs allocated here take the buffer of their size that lived longest.
+        for (const NodeOutput& out : ns.output) {
+          const AllocationDescription& ad = out.tensor_description.allocation_description;
+          if (ad.allocator_name != m.allocator_name) continue;
+          int64_t best = -1;
+          for (uint32_t b = first_buffer; b < buffers.size(); ++b) {
+            const Buffer& v = buffers[b];
+            if (v.has_tensor || v.bytes != ad.requested_bytes) continue;
+            if (best < 0 || v.free > buffers[best].free) best = b;
+          }
+          if (best < 0) continue;
+          if (!std::exchange(node_looked_up, true)) node = node_of(graph, ns);
+          buffers[best].has_tensor = true;
+          buffers[best].owner = node;
+        }
+      }
+    }
+  }
+  for (Series& sr : series) {
+    if (sr.points.empty()) continue;
+    const auto by_time = [](const Point& a, const Point& b) { return a.time < b.time; };
+    if (!std::is_sorted(sr.points.begin(), sr.points.end(), by_time))
+      std::stable_sort(sr.points.begin(), sr.points.end(), by_time);
+    int64_t total = 0, max_bytes = -1;
+    size_t max_pos = 0;
+    for (size_t p = 0; p < sr.points.size(); ++p) {
+      const Point& pt = sr.points[p];
+      if (__builtin_add_overflow(total, pt.delta, &total))  // saturating, as Timeline's
+        total = pt.delta > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+      (pt.delta >= 0 ? buffers[pt.buffer].alloc_pos : buffers[pt.buffer].free_pos) = static_cast<uint32_t>(p);
+      if (total > max_bytes) max_bytes = total, max_pos = p;
+    }
+    result.transient_peak_bytes += max_bytes;
+    const int64_t time = sr.points[max_pos].time;
+    if (result.peak_time_ns < 0 || time < result.peak_time_ns) result.peak_time_ns = time;
+    int64_t attributed = 0;
+    for (const Point& p : sr.points) {
+      if (p.delta < 0) continue;
+      const Buffer& v = buffers[p.buffer];
+      if (v.alloc_pos > max_pos || v.free_pos <= max_pos) continue;
+      const MemoryKind kind = v.has_tensor && v.owner ? memory_kind(graph, *v.owner) : MemoryKind::kOther;
+      result.bytes[static_cast<size_t>(kind)] += v.bytes;
+      attributed += v.bytes;
+    }
+    // Allocations the records could not tie to a buffer (should be none).
+    if (max_bytes > attributed) result.bytes[static_cast<size_t>(MemoryKind::kOther)] += max_bytes - attributed;
+  }
+  return true;
+}
+
 }  // namespace
 
 const char* memory_kind_name(MemoryKind kind) {
@@ -106,7 +222,12 @@ MemoryByKind memory_by_kind(const Graph& graph, const StepStats& step) {
     result.persistent_bytes += bytes;
     add(memory_kind(graph, node), bytes);
   }
-  // What the step held at each allocator's fullest.
+  // What the step held at each allocator's fullest: from its records; a step without records
+  // (a TensorFlow file) by TensorFlow's rules, which Timeline knows.
+  if (add_transient_peaks(graph, step, result)) {
+    result.peak_bytes = result.persistent_bytes + result.transient_peak_bytes;
+    return result;
+  }
   for (const auto& [allocator, maximum] : Timeline(step, &graph).allocator_maximums()) {
     result.transient_peak_bytes += maximum.num_bytes;
     if (result.peak_time_ns < 0 || maximum.timestamp_ns < result.peak_time_ns)

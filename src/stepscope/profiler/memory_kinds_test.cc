@@ -10,6 +10,7 @@
 #include "stepscope/base/error.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/profiler/timeline.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/temp_dir.h"
 #include "stepscope/train/layers.h"
@@ -86,6 +87,106 @@ TEST(MemoryKinds, AStepsPeakSplitsExactlyIntoTheKinds) {
   EXPECT_EQ(json["optimizer_slots"], 2 * params);
   EXPECT_EQ(memory.to_text().rfind("Peak memory ", 0), 0u);
   EXPECT_NE(memory.to_text().find("optimizer slots 1.66 KB"), std::string::npos) << memory.to_text();
+}
+
+// The breakdown from Timeline's allocator maximums, as memory_by_kind worked it out before it
+// paired the records itself: the reference it must match.
+MemoryByKind by_timeline(const Graph& graph, const StepStats& step) {
+  MemoryByKind expected = memory_by_kind(graph, StepStats());  // the variables
+  for (const auto& [allocator, maximum] : Timeline(step, &graph).allocator_maximums()) {
+    expected.transient_peak_bytes += maximum.num_bytes;
+    if (expected.peak_time_ns < 0 || maximum.timestamp_ns < expected.peak_time_ns)
+      expected.peak_time_ns = maximum.timestamp_ns;
+    int64_t attributed = maximum.untracked_bytes;
+    expected.bytes[static_cast<size_t>(MemoryKind::kOther)] += maximum.untracked_bytes;
+    for (const auto& [tensor, bytes] : maximum.tensor_bytes) {
+      const Node* node = graph.find_node(tensor.substr(0, tensor.rfind(':')));
+      expected.bytes[static_cast<size_t>(node ? memory_kind(graph, *node) : MemoryKind::kOther)] += bytes;
+      attributed += bytes;
+    }
+    if (maximum.num_bytes > attributed)
+      expected.bytes[static_cast<size_t>(MemoryKind::kOther)] += maximum.num_bytes - attributed;
+  }
+  expected.peak_bytes = expected.persistent_bytes + expected.transient_peak_bytes;
+  return expected;
+}
+
+void expect_same(const MemoryByKind& got, const MemoryByKind& want, const std::string& what) {
+  EXPECT_EQ(got.to_json(), want.to_json()) << what;
+  EXPECT_EQ(got.peak_time_ns, want.peak_time_ns) << what;
+}
+
+// memory_by_kind pairs the allocation records itself (without a Timeline): the same peaks,
+// times and kinds as the Timeline's memory counters, on real steps of one and two threads, batch
+// sizes that change which buffer is biggest, and a hand-made step with what files can hold: two
+// allocators, a free of a buffer from before the step, frees and allocations at one instant on
+// two nodes, a node the graph does not have, an output in no buffer of its size.
+TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
+  AdamMlp m;
+  for (const int64_t rows : {1, 7, 32}) {
+    const RunMetadata metadata = m.traced_step(rows);
+    expect_same(memory_by_kind(m.graph, metadata.step_stats), by_timeline(m.graph, metadata.step_stats),
+                "rows " + std::to_string(rows));
+  }
+  AdamMlp two;
+  two.session = std::make_unique<Session>(two.graph, SessionOptions{.inter_op_threads = 2});
+  two.session->run(global_variables_initializer(Scope(two.graph)));
+  for (int run = 0; run < 3; ++run) {
+    const RunMetadata metadata = two.traced_step(16);
+    expect_same(memory_by_kind(two.graph, metadata.step_stats), by_timeline(two.graph, metadata.step_stats),
+                "two threads, run " + std::to_string(run));
+  }
+
+  StepStats step;
+  step.base_ns = 1000;
+  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  const auto node = [&](const char* name, int64_t start, std::vector<AllocationRecord> cpu,
+                        std::vector<AllocationRecord> gpu, std::vector<std::pair<const char*, int64_t>> outputs) {
+    NodeExecStats ns;
+    ns.node_name = StepStats::intern(name);
+    ns.node_id = -1;
+    ns.all_start_ns = start;
+    ns.all_end_rel_ns = 5;
+    std::vector<AllocatorMemoryUsed> memory;
+    for (auto [allocator, records] : {std::pair{"cpu", &cpu}, std::pair{"gpu", &gpu}}) {
+      if (records->empty()) continue;
+      AllocatorMemoryUsed used;
+      used.allocator_name = StepStats::intern(allocator);
+      used.allocation_records = step.store_records(*records);
+      memory.push_back(used);
+    }
+    ns.memory = step.store_memory(memory);
+    std::vector<NodeOutput> outs;
+    for (auto [allocator, bytes] : outputs) {
+      NodeOutput& o = outs.emplace_back();
+      o.slot = static_cast<int32_t>(outs.size() - 1);
+      o.tensor_description.allocation_description.allocator_name = StepStats::intern(allocator);
+      o.tensor_description.allocation_description.requested_bytes = bytes;
+    }
+    ns.output = step.store_outputs(outs);
+    step.dev_stats.back().node_stats.push_back(ns);
+  };
+  node("hidden/MatMul", 1000, {{1000, 64}, {1000, 16}, {1003, -16}}, {{1000, 256}}, {{"cpu", 64}, {"gpu", 256}});
+  node("gradients/hidden/MatMul_grad/MatMul", 1010, {{1010, 32}, {1010, -64}, {1010, -999}}, {}, {{"cpu", 32}});
+  node("not_in_the_graph", 1010, {{1010, 64}}, {{1010, -256}, {1012, 128}}, {{"cpu", 64}, {"cpu", 8}});
+  node("hidden/kernel/Adam", 1020, {{1020, 48}, {1021, 48}}, {}, {{"cpu", 48}});
+  const MemoryByKind got = memory_by_kind(m.graph, step);
+  expect_same(got, by_timeline(m.graph, step), "the hand-made step");
+  EXPECT_GT(got.of(MemoryKind::kGradients), 0);
+  EXPECT_GT(got.of(MemoryKind::kActivations), 0);
+
+  // The same peak reached twice: the first counts (its time, and the buffer live then).
+  step = StepStats();
+  step.base_ns = 2000;
+  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  node("hidden/MatMul", 2000, {{2000, 64}, {2003, -64}}, {}, {{"cpu", 64}});
+  node("gradients/hidden/MatMul_grad/MatMul", 2010, {{2010, 64}}, {}, {{"cpu", 64}});
+  const MemoryByKind twice = memory_by_kind(m.graph, step);
+  expect_same(twice, by_timeline(m.graph, step), "a peak reached twice");
+  EXPECT_EQ(twice.peak_time_ns, 2000);
+  EXPECT_EQ(twice.transient_peak_bytes, 64);
+  EXPECT_EQ(twice.of(MemoryKind::kActivations), 64);
+  EXPECT_EQ(twice.of(MemoryKind::kGradients), 0);
 }
 
 TEST(MemoryKinds, AStepWithoutMemoryRecordsHasOnlyTheVariables) {
