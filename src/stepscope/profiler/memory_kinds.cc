@@ -84,16 +84,15 @@ const Node* node_of(const Graph& graph, const NodeExecStats& ns) {
 // Timeline: no lanes, labels, tensor names or lifetimes, only the buffers and which node's output
 // took each. That was half of Profiler::add_step on a small model; the test compares the two.
 bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind& result) {
-  bool has_records = false;
+  size_t num_records = 0;
   for (const auto& dev : step.dev_stats)
     for (const NodeExecStats& ns : dev.node_stats)
-      for (const AllocatorMemoryUsed& m : ns.memory) has_records |= !m.allocation_records.empty();
-  if (!has_records) return false;
+      for (const AllocatorMemoryUsed& m : ns.memory) num_records += m.allocation_records.size();
+  if (num_records == 0) return false;
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   struct Buffer {
     int64_t free, bytes;
-    const Node* owner;  // the node whose output took the buffer, when found in the graph
-    bool has_tensor;
+    const NodeExecStats* owner;  // the node whose output took the buffer (null: none did)
     uint32_t alloc_pos, free_pos;
   };
   struct Point {
@@ -105,23 +104,27 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
     std::vector<Point> points;
   };
   std::vector<Buffer> buffers;
+  buffers.reserve(num_records);
   std::vector<Series> series;
+  // Allocator names are interned: one pointer, almost always.
+  const auto same = [](std::string_view a, std::string_view b) {
+    return (a.data() == b.data() && a.size() == b.size()) || a == b;
+  };
   std::vector<uint32_t> open;  // buffers of the current node and allocator not yet freed
   for (const auto& dev : step.dev_stats) {
     for (const NodeExecStats& ns : dev.node_stats) {
-      const Node* node = nullptr;
-      bool node_looked_up = false;
       for (const AllocatorMemoryUsed& m : ns.memory) {
         if (m.allocation_records.empty()) continue;
-        auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.allocator == m.allocator_name; });
+        auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return same(x.allocator, m.allocator_name); });
         Series& sr = it != series.end() ? *it : series.emplace_back(Series{m.allocator_name, {}});
+        if (sr.points.empty()) sr.points.reserve(num_records);
         const auto first_buffer = static_cast<uint32_t>(buffers.size());
         open.clear();
         for (const AllocationRecord& r : m.allocation_records) {
           if (r.alloc_bytes >= 0) {
             open.push_back(static_cast<uint32_t>(buffers.size()));
             sr.points.push_back({r.alloc_ns, r.alloc_bytes, static_cast<uint32_t>(buffers.size())});
-            buffers.push_back({kNever, r.alloc_bytes, nullptr, false, 0, std::numeric_limits<uint32_t>::max()});
+            buffers.push_back({kNever, r.alloc_bytes, nullptr, 0, std::numeric_limits<uint32_t>::max()});
             continue;
           }
           // A free: of the latest open buffer of that size.
@@ -134,17 +137,14 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
         // Outputs allocated here take the buffer of their size that lived longest.
         for (const NodeOutput& out : ns.output) {
           const AllocationDescription& ad = out.tensor_description.allocation_description;
-          if (ad.allocator_name != m.allocator_name) continue;
+          if (!same(ad.allocator_name, m.allocator_name)) continue;
           int64_t best = -1;
           for (uint32_t b = first_buffer; b < buffers.size(); ++b) {
             const Buffer& v = buffers[b];
-            if (v.has_tensor || v.bytes != ad.requested_bytes) continue;
+            if (v.owner || v.bytes != ad.requested_bytes) continue;
             if (best < 0 || v.free > buffers[best].free) best = b;
           }
-          if (best < 0) continue;
-          if (!std::exchange(node_looked_up, true)) node = node_of(graph, ns);
-          buffers[best].has_tensor = true;
-          buffers[best].owner = node;
+          if (best >= 0) buffers[best].owner = &ns;
         }
       }
     }
@@ -171,7 +171,8 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
       if (p.delta < 0) continue;
       const Buffer& v = buffers[p.buffer];
       if (v.alloc_pos > max_pos || v.free_pos <= max_pos) continue;
-      const MemoryKind kind = v.has_tensor && v.owner ? memory_kind(graph, *v.owner) : MemoryKind::kOther;
+      const Node* node = v.owner ? node_of(graph, *v.owner) : nullptr;  // only the buffers live at the peak
+      const MemoryKind kind = node ? memory_kind(graph, *node) : MemoryKind::kOther;
       result.bytes[static_cast<size_t>(kind)] += v.bytes;
       attributed += v.bytes;
     }
