@@ -9,21 +9,45 @@
 
 namespace stepscope {
 
-RunShapes::RunShapes(const Graph& graph, const StepStats& step) : ran_(graph.num_nodes(), false) {
-  const int n = graph.num_nodes();
-  // Each node's record in the step, found first, so that every output shape is copied once:
-  // the recorded one where there is one, else the graph's.
-  std::vector<const NodeExecStats*> recorded(n, nullptr);
+namespace {
+
+// Each node's record in the step, found first, so that every output shape is copied once: the
+// recorded one where there is one, else the graph's.
+struct Records {
+  std::vector<const NodeExecStats*> recorded;
   std::vector<const NodeExecStats*> again;  // records of nodes recorded more than once (rare)
+};
+
+Records find_records(const Graph& graph, const StepStats& step) {
+  const int n = graph.num_nodes();
+  Records r{std::vector<const NodeExecStats*>(n, nullptr), {}};
   for (const DeviceStepStats& device : step.dev_stats) {
     for (const NodeExecStats& stats : device.node_stats) {
       if (stats.node_id < 0 || stats.node_id >= n) continue;
       if (graph.node(stats.node_id)->name() != stats.node_name) continue;  // a step of another graph
-      ran_[stats.node_id] = true;
-      if (recorded[stats.node_id]) again.push_back(&stats);
-      else recorded[stats.node_id] = &stats;
+      (r.recorded[stats.node_id] ? r.again.emplace_back() : r.recorded[stats.node_id]) = &stats;
     }
   }
+  return r;
+}
+
+}  // namespace
+
+RunShapes::RunShapes(const Graph& graph, const StepStats& step) {
+  const Records r = find_records(graph, step);
+  fill(graph, r.recorded, r.again);
+}
+
+RunShapes::RunShapes(const Graph& graph, std::span<const NodeExecStats* const> recorded,
+                     std::span<const NodeExecStats* const> again) {
+  fill(graph, recorded, again);
+}
+
+void RunShapes::fill(const Graph& graph, std::span<const NodeExecStats* const> recorded,
+                     std::span<const NodeExecStats* const> again) {
+  ran_.assign(graph.num_nodes(), false);
+  const int n = graph.num_nodes();
+  for (int id = 0; id < n; ++id) ran_[id] = recorded[id] != nullptr;
   first_.reserve(static_cast<size_t>(n) + 1);
   outputs_.reserve(static_cast<size_t>(n));  // most nodes have one output
   for (int id = 0; id < n; ++id) {

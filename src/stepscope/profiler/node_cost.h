@@ -15,6 +15,7 @@ namespace stepscope {
 class Graph;
 class Node;
 class StepStats;
+struct NodeExecStats;
 struct Output;
 
 class RunShapes {
@@ -22,6 +23,11 @@ class RunShapes {
   // Shapes the step recorded for each node's outputs (a fed node's are the fed tensors'); where
   // it recorded none (a node that did not run), the graph's inferred shapes.
   RunShapes(const Graph& graph, const StepStats& step);
+  // The same from each node's record, found by the caller: by graph id (null: none), and the
+  // further records of nodes recorded more than once, in the step's order (what the constructor
+  // above finds: records whose node_id is a node of `graph` of the record's node_name).
+  RunShapes(const Graph& graph, std::span<const NodeExecStats* const> recorded,
+            std::span<const NodeExecStats* const> again);
 
   std::span<const Shape> outputs(const Node& node) const;
   // The shapes of the node's data inputs, in input order: each producer's output shape.
@@ -34,6 +40,9 @@ class RunShapes {
   bool ran(const Node& node) const;
 
  private:
+  void fill(const Graph& graph, std::span<const NodeExecStats* const> recorded,
+            std::span<const NodeExecStats* const> again);
+
   // Every node's output shapes in one array (node id's from first_[id] to first_[id + 1]): one
   // allocation for the graph, not one a node.
   std::vector<Shape> outputs_;

@@ -278,6 +278,15 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   std::vector<int32_t> slot(nodes.size(), -1);
   for (size_t i = 0; i < data.nodes.size(); ++i) slot[data.nodes[i].node] = static_cast<int32_t>(i);
   const size_t first_new = data.nodes.size();
+  size_t num_records = 0;
+  for (const DeviceStepStats& dev_stats : stats.dev_stats) num_records += dev_stats.node_stats.size();
+  data.nodes.reserve(data.nodes.size() + num_records);
+  data.execs.reserve(data.execs.size() + num_records);
+  // Each graph node's record, for RunShapes (its rule: the record's node_id is a node of the
+  // graph of the record's name), found here with the model's own check: synced with the graph,
+  // the model node at by_graph_id_[id] has graph node id's name.
+  const int graph_nodes = graph ? graph->num_nodes() : 0;
+  std::vector<const NodeExecStats*> recorded(static_cast<size_t>(graph_nodes), nullptr), again;
 
   bool has_gpu_scheduling = false, has_gpu_stream = false;
   for (const DeviceStepStats& dev_stats : stats.dev_stats) {
@@ -297,6 +306,8 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
       if (ns.node_id >= 0 && static_cast<size_t>(ns.node_id) < by_graph_id_.size()) {
         const int32_t candidate = by_graph_id_[ns.node_id];
         if (candidate >= 0 && nodes[candidate].name == name) index = candidate;
+        if (index >= 0 && ns.node_id < graph_nodes && name.size() == ns.node_name.size())
+          (recorded[ns.node_id] ? again.emplace_back() : recorded[ns.node_id]) = &ns;
       }
       if (index < 0) index = find(name);
       if (index < 0) {
@@ -368,12 +379,12 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
 
   // Float ops and input shapes from the shapes the step saw.
   std::unique_ptr<RunShapes> shapes;
-  if (graph) shapes = std::make_unique<RunShapes>(*graph, stats);
+  if (graph) shapes = std::make_unique<RunShapes>(*graph, recorded, again);
   for (NodeStep& r : data.nodes) {
     ModelNode& node = nodes[r.node];
     const Node* graph_node = nullptr;
-    if (shapes && node.graph_id >= 0 && node.graph_id < graph->num_nodes() &&
-        graph->node(node.graph_id)->name() == node.name)
+    // The graph's node of this name (the model is synced with the graph: see above).
+    if (shapes && node.graph_id >= 0 && node.graph_id < graph_nodes && by_graph_id_[node.graph_id] == r.node)
       graph_node = graph->node(node.graph_id);
     if (!graph_node) {
       r.float_ops = node.static_float_ops * r.run_count;
