@@ -106,7 +106,7 @@ int32_t ProfileModel::add_node(ModelNode node) {
   return index_last_node();
 }
 
-int32_t ProfileModel::index_last_node() {
+int32_t ProfileModel::index_last_node(bool by_name) {
   const auto index = static_cast<int32_t>(nodes.size() - 1);
   ModelNode& node = nodes.back();
   if (node.graph_id >= 0) {
@@ -114,7 +114,7 @@ int32_t ProfileModel::index_last_node() {
     by_graph_id_[node.graph_id] = index;
   }
   update_op_types(node);  // views of this model's names, whatever the node held
-  by_name_.insert(node.name, index, [this](int32_t i) { return name_of(i); });
+  if (by_name) by_name_.insert(node.name, index, [this](int32_t i) { return name_of(i); });
   ++structure_version;
   return index;
 }
@@ -247,15 +247,19 @@ void ProfileModel::sync_graph(const Graph& graph) {
     if (is_collective_op(m.op))
       if (const auto collective = collective_trace_args(node, {}))
         m.collective_ranks = static_cast<int32_t>(collective->ranks);
-    update_op_types(m);
     if (index >= 0) {
+      update_op_types(m);
       if (static_cast<size_t>(id) >= by_graph_id_.size()) by_graph_id_.resize(id + 1, -1);
       by_graph_id_[id] = index;
       ++structure_version;
     } else {
-      index_last_node();
+      // A fresh model's names are indexed together after the loop (nothing looks them up
+      // before): NodeNameIndex::insert_range overlaps their cache misses.
+      index_last_node(/*by_name=*/!fresh_model);
     }
   }
+  if (fresh_model)
+    by_name_.insert_range(0, static_cast<int32_t>(nodes.size()), [this](int32_t i) { return name_of(i); });
   if (static_cast<size_t>(n) > by_graph_id_.size()) by_graph_id_.resize(n, -1);
 }
 

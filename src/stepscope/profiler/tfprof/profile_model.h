@@ -272,7 +272,8 @@ class ProfileModel {
 
  private:
   std::string_view name_of(int32_t index) const { return nodes[index].name; }
-  int32_t index_last_node();  // indexes nodes.back(), just added
+  // Indexes nodes.back(), just added (by_name: in by_name_ too).
+  int32_t index_last_node(bool by_name = true);
   NodeNameIndex by_name_;
   std::vector<int32_t> by_graph_id_;  // graph node id -> node index
   uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
