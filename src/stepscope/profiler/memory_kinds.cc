@@ -78,17 +78,39 @@ const Node* node_of(const Graph& graph, const NodeExecStats& ns) {
   return ns.node_name.empty() ? nullptr : graph.find_node(ns.node_name);
 }
 
+// A stable sort for records that are in order but for a few out of place by a few positions (a
+// free is recorded with the buffer's allocation, in node order, though it happened after later
+// nodes' allocations): an insertion sort, moving each point at most kMaxShift places, falling
+// back to std::stable_sort when some point is farther off.
+template <typename T, typename Less>
+void stable_sort_nearly_sorted(std::vector<T>& v, const Less& less) {
+  constexpr size_t kMaxShift = 32;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (!less(v[i], v[i - 1])) continue;
+    const T item = v[i];
+    size_t j = i;
+    while (j > 0 && less(item, v[j - 1])) {
+      if (i - j == kMaxShift) {  // farther off than this sort is for: undo and sort the rest properly
+        std::move(v.begin() + j + 1, v.begin() + i + 1, v.begin() + j);
+        v[i] = item;
+        std::stable_sort(v.begin(), v.end(), less);
+        return;
+      }
+      v[j] = v[j - 1];
+      --j;
+    }
+    v[j] = item;
+  }
+}
+
 // Adds each allocator's fullest moment of a step with allocation records to `result` and
 // returns true (false, adding nothing, for a step without records). The same pairing, order and
 // peak as Timeline's memory (timeline_memory.cc: analyze_memory, maximums), without building a
 // Timeline: no lanes, labels, tensor names or lifetimes, only the buffers and which node's output
 // took each. That was half of Profiler::add_step on a small model; the test compares the two.
 bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind& result) {
-  size_t num_records = 0;
-  for (const auto& dev : step.dev_stats)
-    for (const NodeExecStats& ns : dev.node_stats)
-      for (const AllocatorMemoryUsed& m : ns.memory) num_records += m.allocation_records.size();
-  if (num_records == 0) return false;
+  const size_t num_records = step.num_stored_records();  // what the loop below will see, usually
+  size_t seen = 0;
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   struct Buffer {
     int64_t free, bytes;
@@ -115,6 +137,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
     for (const NodeExecStats& ns : dev.node_stats) {
       for (const AllocatorMemoryUsed& m : ns.memory) {
         if (m.allocation_records.empty()) continue;
+        seen += m.allocation_records.size();
         auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return same(x.allocator, m.allocator_name); });
         Series& sr = it != series.end() ? *it : series.emplace_back(Series{m.allocator_name, {}});
         if (sr.points.empty()) sr.points.reserve(num_records);
@@ -149,11 +172,11 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
       }
     }
   }
+  if (seen == 0) return false;
   for (Series& sr : series) {
     if (sr.points.empty()) continue;
     const auto by_time = [](const Point& a, const Point& b) { return a.time < b.time; };
-    if (!std::is_sorted(sr.points.begin(), sr.points.end(), by_time))
-      std::stable_sort(sr.points.begin(), sr.points.end(), by_time);
+    if (!std::is_sorted(sr.points.begin(), sr.points.end(), by_time)) stable_sort_nearly_sorted(sr.points, by_time);
     int64_t total = 0, max_bytes = -1;
     size_t max_pos = 0;
     for (size_t p = 0; p < sr.points.size(); ++p) {

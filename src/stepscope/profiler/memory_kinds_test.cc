@@ -187,6 +187,19 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
   EXPECT_EQ(twice.transient_peak_bytes, 64);
   EXPECT_EQ(twice.of(MemoryKind::kActivations), 64);
   EXPECT_EQ(twice.of(MemoryKind::kGradients), 0);
+
+  // Records far out of time order (a node recorded after 40 others but started before them):
+  // the points are sorted in full, not only nudged.
+  step = StepStats();
+  step.base_ns = 3000;
+  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  for (int i = 0; i < 40; ++i)
+    node(i % 2 ? "hidden/MatMul" : "gradients/hidden/MatMul_grad/MatMul", 3001 + i, {{3001 + i, 8}, {3002 + i, -8}},
+         {}, {{"cpu", 8}});
+  node("hidden/BiasAdd", 2990, {{2990, 64}, {3020, -64}}, {}, {{"cpu", 64}});
+  const MemoryByKind late = memory_by_kind(m.graph, step);
+  expect_same(late, by_timeline(m.graph, step), "records far out of order");
+  EXPECT_EQ(late.transient_peak_bytes, 72);
 }
 
 TEST(MemoryKinds, AStepWithoutMemoryRecordsHasOnlyTheVariables) {
