@@ -112,6 +112,11 @@ std::vector<bool> plan_fused(std::span<const int64_t> input_bytes) {
   return fused;
 }
 
+// Fused inputs that something else holds too are copied into a pack made for their outputs
+// (Buffer::create_packed, at most 2 GiB with its headers); a bigger one (over 16,384 inputs
+// under 64 KiB) goes through a fusion buffer and is copied out.
+constexpr int64_t kMaxOutputPackBytes = int64_t{1} << 30;
+
 // The fused inputs, which the executor asks their producers to write into one pack.
 std::vector<int> allreduce_contiguous_inputs(const Node&, std::span<const int64_t> input_bytes) {
   const std::vector<bool> fused = plan_fused(input_bytes);
@@ -156,17 +161,18 @@ void allreduce_kernel(KernelContext& c) {
   // is paid once; a small gradient alone would be all latency), over the layout of
   // Buffer::create_packed. Where the executor had their producers write them there (a pack,
   // OpDef::contiguous_inputs) and only this op holds them, they are reduced where they lie and
-  // become the outputs: no copy. Otherwise they are copied into a fusion buffer of that layout
-  // and out again. Both make the same call (padding included), so ranks that took different ways
-  // still meet. The backend averages (it can fold that into a pass of its own: see
-  // CollectiveBackend::allreduce).
+  // become the outputs: no copy. Otherwise (inputs something else holds too) they are copied
+  // into a pack of that layout made for their outputs, which is reduced where it lies: one copy,
+  // one allocation. All ways make the same call (padding included), so ranks that took
+  // different ways still meet. The backend averages (it can fold that into a pass of its own:
+  // see CollectiveBackend::allreduce).
   std::vector<int> fused_inputs;
   std::vector<int64_t> fused_bytes;
   for (int i = 0; i < n; ++i)
     if (fused[i]) fused_inputs.push_back(i), fused_bytes.push_back(bytes[i]);
   std::vector<int64_t> offsets(fused_inputs.size());
   const int64_t buffer_bytes = Buffer::packed_offsets(fused_bytes, offsets);
-  bool in_place = false;
+  bool in_place = false, outputs_packed = false;
   Tensor buffer;
   char* p = nullptr;
   if (!fused_inputs.empty()) {
@@ -180,7 +186,20 @@ void allreduce_kernel(KernelContext& c) {
     }
     if (in_place) {
       p = static_cast<char*>(const_cast<void*>(first.raw_data()));  // only this op holds it
-    } else {
+    } else if (buffer_bytes < kMaxOutputPackBytes) {
+      std::vector<int64_t> counts(fused_inputs.size());
+      for (size_t k = 0; k < counts.size(); ++k) counts[k] = fused_bytes[k] / static_cast<int64_t>(esize);
+      std::vector<Buffer*> packed(fused_inputs.size());
+      Buffer::create_packed(c.allocator(), dtype, counts, packed);  // its padding zeroed
+      for (size_t k = 0; k < fused_inputs.size(); ++k) {
+        const int i = fused_inputs[k];
+        c.set_output(i, Tensor::adopt(dtype, c.input(i).shape(), packed[k]));
+        if (fused_bytes[k] > 0)
+          std::memcpy(c.output(i).raw_data(), c.input(i).raw_data(), static_cast<size_t>(fused_bytes[k]));
+      }
+      p = static_cast<char*>(c.output(fused_inputs[0]).raw_data());  // the pack's start (offset 0)
+      outputs_packed = true;
+    } else {  // more than one pack can hold: a fusion buffer, copied out after
       buffer = Tensor(dtype, Shape{buffer_bytes / static_cast<int64_t>(esize)}, c.allocator());
       p = static_cast<char*>(buffer.raw_data());
       for (size_t k = 0; k < fused_inputs.size(); ++k) {
@@ -196,7 +215,7 @@ void allreduce_kernel(KernelContext& c) {
   expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
   if (!fused_inputs.empty()) {
     b.allreduce(p, p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
-    for (size_t k = 0; k < fused_inputs.size(); ++k) {  // every fused output, empty ones too
+    for (size_t k = 0; k < fused_inputs.size() && !outputs_packed; ++k) {  // every fused output, empty ones too
       const int i = fused_inputs[k];
       if (in_place) {
         c.set_output(i, c.input(i));
