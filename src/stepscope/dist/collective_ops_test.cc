@@ -375,6 +375,62 @@ TEST(Collective, AllreduceReducesBigBuffersInPiecesExactly) {
   }
 }
 
+// The backend's allreduce over buffers taken back to back (the inputs of a fused Allreduce that
+// something else holds): lengths from none to several of the window's pieces, gaps of zeros
+// between them, a rank's part spanning several inputs or lying in one; every element exact, the
+// inputs untouched.
+TEST(Collective, BackendAllreduceGatheredIsExactAcrossInputsAndGaps) {
+  const int n = dist::size();
+  const int r = dist::rank();
+  CollectiveBackend& b = collective_backend();
+  const auto value = [](int rank, int64_t k, int64_t i) { return static_cast<float>((i + 7 * k) % 53 - 26 + rank); };
+  const std::vector<std::vector<int64_t>> layouts = {
+      {5},                                        // one input
+      {3, 0, 17, 1, 64},                          // an empty one among small ones
+      {16, -16, 1000, -48, 7},                    // negative: a gap of that many zeros
+      {(1 << 20) / 4 + 5, -3, 9, 300000},         // more than a piece in one input, then others
+      std::vector<int64_t>(300, 1111),            // many inputs in every piece
+  };
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    for (const double scale : {1.0, 1.0 / n}) {
+      std::vector<std::vector<float>> data;
+      std::vector<AllreduceInput> inputs;
+      int64_t total = 0;
+      for (size_t k = 0; k < layouts[l].size(); ++k) {
+        const int64_t count = std::abs(layouts[l][k]);
+        total += count;
+        if (layouts[l][k] < 0) {
+          inputs.push_back({nullptr, count});
+          continue;
+        }
+        std::vector<float>& d = data.emplace_back(static_cast<size_t>(count));
+        for (int64_t i = 0; i < count; ++i) d[i] = value(r, static_cast<int64_t>(k), i);
+        inputs.push_back({d.data(), count});
+      }
+      std::vector<float> out(static_cast<size_t>(total), 99.0f);
+      b.allreduce_gathered(inputs, out.data(), DType::kFloat32, scale);
+      int64_t at = 0, wrong = 0, first = -1;
+      for (size_t k = 0; k < layouts[l].size(); ++k) {
+        const int64_t count = std::abs(layouts[l][k]);
+        for (int64_t i = 0; i < count; ++i, ++at) {
+          double sum = 0;
+          if (layouts[l][k] >= 0)
+            for (int q = 0; q < n; ++q) sum += value(q, static_cast<int64_t>(k), i);
+          if (out[at] != static_cast<float>(sum * scale) && wrong++ == 0) first = at;
+        }
+      }
+      ASSERT_EQ(wrong, 0) << "layout " << l << " scale " << scale << ": first wrong element " << first;
+      size_t d = 0;
+      for (size_t k = 0; k < layouts[l].size(); ++k) {
+        if (layouts[l][k] < 0) continue;
+        for (int64_t i = 0; i < layouts[l][k]; ++i)
+          ASSERT_EQ(data[d][i], value(r, static_cast<int64_t>(k), i)) << "input " << k << " changed";
+        ++d;
+      }
+    }
+  }
+}
+
 // The timeline's args say which inputs went through the fusion buffer and which had a call each,
 // by the same rule as the kernel.
 TEST(Collective, TraceArgsNameTheFusedAndTheDirectInputs) {

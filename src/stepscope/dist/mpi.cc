@@ -97,6 +97,10 @@ class MpiBackend : public CollectiveBackend {
     return "MPI (" + library_ + ", " + (thread_multiple_ ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED") +
            (shared_ ? "; allreduce through a shared-memory window" : "") + ")";
   }
+  void allreduce_gathered(std::span<const AllreduceInput> inputs, void* out, DType dtype, double scale) override {
+    if (shared_) return shared_->allreduce(inputs, out, dtype, scale);
+    CollectiveBackend::allreduce_gathered(inputs, out, dtype, scale);
+  }
   std::string_view allreduce_algorithm() const override {
     return shared_ ? "shared-memory allreduce" : "MPI_Allreduce";
   }

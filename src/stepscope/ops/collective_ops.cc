@@ -161,9 +161,10 @@ void allreduce_kernel(KernelContext& c) {
   // is paid once; a small gradient alone would be all latency), over the layout of
   // Buffer::create_packed. Where the executor had their producers write them there (a pack,
   // OpDef::contiguous_inputs) and only this op holds them, they are reduced where they lie and
-  // become the outputs: no copy. Otherwise (inputs something else holds too) they are copied
-  // into a pack of that layout made for their outputs, which is reduced where it lies: one copy,
-  // one allocation. All ways make the same call (padding included), so ranks that took
+  // become the outputs: no copy. Otherwise (inputs something else holds too) a pack of that
+  // layout is made for their outputs, and the backend reduces the inputs, padding included, into
+  // it (CollectiveBackend::allreduce_gathered: the shared-memory one reads them where they lie,
+  // MPI's copies them in first): one allocation, and no copy out. All ways make the same call (padding included), so ranks that took
   // different ways still meet. The backend averages (it can fold that into a pass of its own:
   // see CollectiveBackend::allreduce).
   std::vector<int> fused_inputs;
@@ -173,6 +174,7 @@ void allreduce_kernel(KernelContext& c) {
   std::vector<int64_t> offsets(fused_inputs.size());
   const int64_t buffer_bytes = Buffer::packed_offsets(fused_bytes, offsets);
   bool in_place = false, outputs_packed = false;
+  std::vector<AllreduceInput> gathered;  // with outputs_packed: the inputs, and the padding between
   Tensor buffer;
   char* p = nullptr;
   if (!fused_inputs.empty()) {
@@ -190,12 +192,14 @@ void allreduce_kernel(KernelContext& c) {
       std::vector<int64_t> counts(fused_inputs.size());
       for (size_t k = 0; k < counts.size(); ++k) counts[k] = fused_bytes[k] / static_cast<int64_t>(esize);
       std::vector<Buffer*> packed(fused_inputs.size());
-      Buffer::create_packed(c.allocator(), dtype, counts, packed);  // its padding zeroed
+      Buffer::create_packed(c.allocator(), dtype, counts, packed);
       for (size_t k = 0; k < fused_inputs.size(); ++k) {
         const int i = fused_inputs[k];
         c.set_output(i, Tensor::adopt(dtype, c.input(i).shape(), packed[k]));
-        if (fused_bytes[k] > 0)
-          std::memcpy(c.output(i).raw_data(), c.input(i).raw_data(), static_cast<size_t>(fused_bytes[k]));
+        gathered.push_back({c.input(i).raw_data(), counts[k]});
+        const int64_t next = k + 1 < offsets.size() ? offsets[k + 1] : buffer_bytes;
+        if (const int64_t padding = next - offsets[k] - fused_bytes[k]; padding > 0)
+          gathered.push_back({nullptr, padding / static_cast<int64_t>(esize)});
       }
       p = static_cast<char*>(c.output(fused_inputs[0]).raw_data());  // the pack's start (offset 0)
       outputs_packed = true;
@@ -214,7 +218,10 @@ void allreduce_kernel(KernelContext& c) {
   // The per-input counts decide which calls are made (fused or direct): they must agree too.
   expect_agreement(c, b, total, n > 1 ? counts_hash : 0);
   if (!fused_inputs.empty()) {
-    b.allreduce(p, p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
+    if (outputs_packed)
+      b.allreduce_gathered(gathered, p, dtype, factor);
+    else
+      b.allreduce(p, p, buffer_bytes / static_cast<int64_t>(esize), dtype, factor);
     for (size_t k = 0; k < fused_inputs.size() && !outputs_packed; ++k) {  // every fused output, empty ones too
       const int i = fused_inputs[k];
       if (in_place) {
@@ -429,6 +436,22 @@ Output reduce_scatter(const Scope& scope, Output x, Output like, CallSite site) 
 }
 
 std::vector<bool> allreduce_fused_inputs(std::span<const int64_t> input_bytes) { return plan_fused(input_bytes); }
+
+void CollectiveBackend::allreduce_gathered(std::span<const AllreduceInput> inputs, void* out, DType dtype,
+                                           double scale) {
+  const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
+  char* at = static_cast<char*>(out);
+  for (const AllreduceInput& in : inputs) {
+    const size_t bytes = static_cast<size_t>(in.count * esize);
+    if (bytes == 0) continue;
+    if (in.data)
+      std::memcpy(at, in.data, bytes);
+    else
+      std::memset(at, 0, bytes);
+    at += bytes;
+  }
+  allreduce(out, out, (at - static_cast<char*>(out)) / esize, dtype, scale);
+}
 
 void copy_scaled(const void* in, void* out, int64_t n, DType dtype, double factor) {
   if (n <= 0) return;

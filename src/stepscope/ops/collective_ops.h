@@ -26,6 +26,13 @@
 
 namespace stepscope {
 
+// One of the buffers an allreduce takes back to back (CollectiveBackend::allreduce_gathered):
+// `count` elements at `data`, or that many zeros where data is null.
+struct AllreduceInput {
+  const void* data = nullptr;
+  int64_t count = 0;
+};
+
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
@@ -43,6 +50,11 @@ class CollectiveBackend {
   // float32/float64/int32/int64; scale is 1 for the integer ones: the average is for floating
   // dtypes). Taking the scale lets a backend fold the average into a pass it makes anyway.
   virtual void allreduce(const void* in, void* out, int64_t count, DType dtype, double scale) = 0;
+  // out[0, total) = scale x the sum over ranks of the inputs taken back to back (total: the sum
+  // of their counts; none of them may lie in out). The same call, to the other ranks, as an
+  // allreduce of `total` elements. This default copies the inputs into out and reduces it in
+  // place; a backend that can read them where they lie skips that copy.
+  virtual void allreduce_gathered(std::span<const AllreduceInput> inputs, void* out, DType dtype, double scale);
   // What allreduce calls, for the timeline's and tfprof's args.
   virtual std::string_view allreduce_algorithm() const { return "MPI_Allreduce"; }
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;

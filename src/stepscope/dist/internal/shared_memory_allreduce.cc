@@ -139,31 +139,77 @@ void SharedMemoryAllreduce::meet() {
 }
 
 void SharedMemoryAllreduce::allreduce(const void* in, void* out, int64_t count, DType dtype, double scale) {
+  const AllreduceInput one{in, count};
+  allreduce(std::span<const AllreduceInput>(&one, 1), out, dtype, scale);
+}
+
+void SharedMemoryAllreduce::allreduce(std::span<const AllreduceInput> inputs, void* out, DType dtype, double scale) {
   const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
   if (dtype != DType::kFloat32 && dtype != DType::kFloat64 && dtype != DType::kInt32 && dtype != DType::kInt64)
     throw InvalidArgumentError("shared-memory allreduce: dtype " + std::string(dtype_name(dtype)) + " cannot be summed");
+  // Where each input starts among them all, in elements (starts.back(): the total).
+  std::vector<int64_t> starts(inputs.size() + 1, 0);
+  for (size_t k = 0; k < inputs.size(); ++k) starts[k + 1] = starts[k] + inputs[k].count;
+  const int64_t count = starts.back();
+  // The input holding element `at` (of a non-empty range).
+  const auto input_of = [&](int64_t at) {
+    return static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), at) - starts.begin()) - 1;
+  };
+  // Elements [begin, end) of the inputs taken back to back, into `to`.
+  const auto gather = [&](int64_t begin, int64_t end, char* to) {
+    for (size_t k = begin < end ? input_of(begin) : inputs.size(); begin < end; ++k) {
+      const int64_t stop = std::min(end, starts[k + 1]);
+      const auto bytes = static_cast<size_t>((stop - begin) * esize);
+      if (inputs[k].data)
+        std::memcpy(to, static_cast<const char*>(inputs[k].data) + (begin - starts[k]) * esize, bytes);
+      else if (bytes)
+        std::memset(to, 0, bytes);
+      to += bytes;
+      begin = stop;
+    }
+  };
+  struct Segment {
+    int64_t begin, end;  // elements of the piece
+    const char* own;
+  };
+  std::vector<Segment> segments;
   std::lock_guard lock(mutex_);
   const int64_t piece = slot_bytes_ / esize;
   for (int64_t done = 0; done < count; done += piece) {
     const int64_t n = std::min(piece, count - done);
     const int set = static_cast<int>(pieces_++ & 1);
-    const char* src = static_cast<const char*>(in) + done * esize;
     char* dst = static_cast<char*>(out) + done * esize;
     char* mine = slot(rank_, set);
     const int64_t lo = part_start(n, rank_, size_), hi = part_start(n, rank_ + 1, size_);
-    // 1. The parts the other ranks reduce go into this rank's slot.
+    // This rank's own part is reduced from its inputs where they lie: a segment per input it
+    // spans (own: null for a gap of zeros, which the slot holds).
+    segments.clear();
+    for (int64_t at = lo; at < hi;) {
+      const size_t k = input_of(done + at);
+      const int64_t stop = std::min(hi, starts[k + 1] - done);
+      const auto* data = static_cast<const char*>(inputs[k].data);
+      segments.push_back({at, stop, data ? data + (done + at - starts[k]) * esize : nullptr});
+      at = stop;
+    }
+    // 1. The parts the other ranks reduce go into this rank's slot (and its own gaps' zeros).
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       const int64_t b = part_start(n, q, size_), e = part_start(n, q + 1, size_);
-      if (e > b) std::memcpy(mine + b * esize, src + b * esize, static_cast<size_t>((e - b) * esize));
+      gather(done + b, done + e, mine + b * esize);
     }
+    for (const Segment& g : segments)
+      if (!g.own) std::memset(mine + g.begin * esize, 0, static_cast<size_t>((g.end - g.begin) * esize));
     meet();
-    // 2. This rank's part, from every rank's slot (its own input where it lies).
+    // 2. This rank's part, from every rank's slot (its own inputs where they lie).
     const auto reduce = [&]<typename T>(T*) {
       std::vector<const T*> sources(size_);
-      for (int r = 0; r < size_; ++r) sources[r] = reinterpret_cast<const T*>(r == rank_ ? src : slot(r, set)) + lo;
-      reduce_part(sources.data(), size_, reinterpret_cast<T*>(dst) + lo, reinterpret_cast<T*>(mine) + lo, hi - lo,
-                  scale);
+      for (const Segment& g : segments) {
+        for (int r = 0; r < size_; ++r)
+          sources[r] = r == rank_ && g.own ? reinterpret_cast<const T*>(g.own)
+                                           : reinterpret_cast<const T*>(slot(r, set)) + g.begin;
+        reduce_part(sources.data(), size_, reinterpret_cast<T*>(dst) + g.begin, reinterpret_cast<T*>(mine) + g.begin,
+                    g.end - g.begin, scale);
+      }
     };
     switch (dtype) {
       case DType::kFloat32: reduce(static_cast<float*>(nullptr)); break;

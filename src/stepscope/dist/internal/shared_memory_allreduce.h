@@ -4,10 +4,11 @@
 // Why: on one host, Open MPI's MPI_Allreduce moves the data through its shared-memory transport
 // in fragments, each copied into a queue and out again, and the average then needs a pass of its
 // own. Here each rank reads the others' buffers where they lie: per piece of at most a slot,
-//   1. each rank copies into its slot the parts of its buffer that the other ranks reduce;
+//   1. each rank copies into its slot the parts of its input (or inputs, taken back to back)
+//      that the other ranks reduce;
 //   2. they meet; each rank reduces its own part (one P-th of the piece) from every rank's slot
-//      (its own from its buffer), scaled on the way (the average costs no pass), and writes the
-//      result to its output and its slot;
+//      (its own from its inputs where they lie), scaled on the way (the average costs no pass),
+//      and writes the result to its output and its slot;
 //   3. they meet; each rank copies the other parts' results from their slots to its output.
 // Each element is summed by one rank, in rank order, so every rank gets the same bits. Measured
 // on the 2-core VM of BENCHMARKS.md's issue 18 section, 2 ranks: 1.1-1.4x the throughput of
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "stepscope/core/dtype.h"
+#include "stepscope/ops/collective_ops.h"
 
 namespace stepscope::dist {
 
@@ -45,6 +47,9 @@ class SharedMemoryAllreduce {
   // float32, float64, int32, int64 (scale 1 for the integer ones). Every rank calls it with the
   // same count and dtype; one call at a time per process (it locks).
   void allreduce(const void* in, void* out, int64_t count, DType dtype, double scale);
+  // The same over inputs taken back to back (CollectiveBackend::allreduce_gathered), read where
+  // they lie: each rank copies the parts the others reduce from them into its slot.
+  void allreduce(std::span<const AllreduceInput> inputs, void* out, DType dtype, double scale);
 
   int64_t slot_bytes() const { return slot_bytes_; }
 
