@@ -23,9 +23,10 @@ class RunShapes {
   // Shapes the step recorded for each node's outputs (a fed node's are the fed tensors'); where
   // it recorded none (a node that did not run), the graph's inferred shapes.
   RunShapes(const Graph& graph, const StepStats& step);
-  // The same from each node's record, found by the caller: by graph id (null: none), and the
-  // further records of nodes recorded more than once, in the step's order (what the constructor
-  // above finds: records whose node_id is a node of `graph` of the record's node_name).
+  // The same from each node's record, found by the caller: by graph id (graph.num_nodes()
+  // entries, null: none), and the further records of nodes recorded more than once, in the
+  // step's order (what the constructor above finds: records whose node_id is a node of `graph`
+  // of the record's node_name).
   RunShapes(const Graph& graph, std::span<const NodeExecStats* const> recorded,
             std::span<const NodeExecStats* const> again);
 
