@@ -152,7 +152,8 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
       if (records->empty()) continue;
       AllocatorMemoryUsed used;
       used.allocator_name = StepStats::intern(allocator);
-      used.allocation_records = step.store_records(*records);
+      used.allocation_records = *records;  // store_memory stores them (a view of the step's own would dangle when
+                                          // its array grows)
       memory.push_back(used);
     }
     ns.memory = step.store_memory(memory);
