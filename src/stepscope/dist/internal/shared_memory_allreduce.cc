@@ -104,12 +104,12 @@ std::unique_ptr<SharedMemoryAllreduce> SharedMemoryAllreduce::create(MPI_Comm co
   }
   MPI_Win_lock_all(MPI_MODE_NOCHECK, window);  // one passive epoch for the window's life: loads and stores
   return std::unique_ptr<SharedMemoryAllreduce>(
-      new SharedMemoryAllreduce(comm, window, rank, size, slot_bytes, std::move(regions)));
+      new SharedMemoryAllreduce(window, rank, size, slot_bytes, std::move(regions)));
 }
 
-SharedMemoryAllreduce::SharedMemoryAllreduce(MPI_Comm comm, MPI_Win window, int rank, int size, int64_t slot_bytes,
+SharedMemoryAllreduce::SharedMemoryAllreduce(MPI_Win window, int rank, int size, int64_t slot_bytes,
                                              std::vector<char*> regions)
-    : comm_(comm), window_(window), rank_(rank), size_(size), slot_bytes_(slot_bytes), regions_(std::move(regions)) {}
+    : window_(window), rank_(rank), size_(size), slot_bytes_(slot_bytes), regions_(std::move(regions)) {}
 
 SharedMemoryAllreduce::~SharedMemoryAllreduce() {
   MPI_Win_unlock_all(window_);

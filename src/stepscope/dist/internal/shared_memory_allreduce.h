@@ -51,16 +51,12 @@ class SharedMemoryAllreduce {
   // they lie: each rank copies the parts the others reduce from them into its slot.
   void allreduce(std::span<const AllreduceInput> inputs, void* out, DType dtype, double scale);
 
-  int64_t slot_bytes() const { return slot_bytes_; }
-
  private:
-  SharedMemoryAllreduce(MPI_Comm comm, MPI_Win window, int rank, int size, int64_t slot_bytes,
-                        std::vector<char*> regions);
+  SharedMemoryAllreduce(MPI_Win window, int rank, int size, int64_t slot_bytes, std::vector<char*> regions);
   std::atomic<uint64_t>& arrivals(int rank);
   char* slot(int rank, int set) const;
   void meet();
 
-  MPI_Comm comm_;
   MPI_Win window_;
   int rank_, size_;
   int64_t slot_bytes_;
