@@ -7,6 +7,7 @@
 
 #include "stepscope/core/dtype.h"
 #include "stepscope/graph/graph.h"
+#include "stepscope/profiler/node_cost.h"
 #include "stepscope/profiler/timeline.h"
 #include "stepscope/runtime/step_stats.h"
 
@@ -66,16 +67,6 @@ std::string megabytes(int64_t bytes) {
   else
     std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
   return buffer;
-}
-
-// The graph's node a NodeExecStats records (as Timeline finds it): by id when the names agree,
-// else by name.
-const Node* node_of(const Graph& graph, const NodeExecStats& ns) {
-  if (ns.node_id >= 0 && ns.node_id < graph.num_nodes()) {
-    const Node* candidate = graph.node(ns.node_id);
-    if (candidate->name() == ns.node_name) return candidate;
-  }
-  return ns.node_name.empty() ? nullptr : graph.find_node(ns.node_name);
 }
 
 // A stable sort for records that are in order but for a few out of place by a few positions (a
@@ -194,7 +185,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
       if (p.delta < 0) continue;
       const Buffer& v = buffers[p.buffer];
       if (v.alloc_pos > max_pos || v.free_pos <= max_pos) continue;
-      const Node* node = v.owner ? node_of(graph, *v.owner) : nullptr;  // only the buffers live at the peak
+      const Node* node = v.owner ? recorded_node(graph, *v.owner) : nullptr;  // only the buffers live at the peak
       const MemoryKind kind = node ? memory_kind(graph, *node) : MemoryKind::kOther;
       result.bytes[static_cast<size_t>(kind)] += v.bytes;
       attributed += v.bytes;

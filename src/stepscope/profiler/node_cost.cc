@@ -9,6 +9,14 @@
 
 namespace stepscope {
 
+const Node* recorded_node(const Graph& graph, const NodeExecStats& record) {
+  if (record.node_id >= 0 && record.node_id < graph.num_nodes()) {
+    const Node* candidate = graph.node(record.node_id);
+    if (candidate->name() == record.node_name) return candidate;
+  }
+  return record.node_name.empty() ? nullptr : graph.find_node(record.node_name);
+}
+
 namespace {
 
 // Each node's record in the step, found first, so that every output shape is copied once: the

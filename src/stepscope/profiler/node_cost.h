@@ -18,6 +18,10 @@ class StepStats;
 struct NodeExecStats;
 struct Output;
 
+// The graph's node a step's record is of: the one of its node_id when the names agree (a step
+// of this graph), else the one of its name; null for none.
+const Node* recorded_node(const Graph& graph, const NodeExecStats& record);
+
 class RunShapes {
  public:
   // Shapes the step recorded for each node's outputs (a fed node's are the fed tensors'); where

@@ -134,7 +134,7 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
 
       // With the graph, the node's op and data inputs come from it (the label is only text);
       // without it (a file), from the label.
-      const stepscope::Node* graph_node = graph ? node_of(ns) : nullptr;
+      const stepscope::Node* graph_node = graph ? recorded_node(*graph, ns) : nullptr;
       const ParsedNodeLabel label = graph_node ? ParsedNodeLabel{} : parse_node_label(ns.timeline_label);
       std::string_view op = graph_node           ? graph_node->op_type()
                             : label.valid        ? label.op

@@ -140,13 +140,6 @@ struct Timeline::Impl {
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
   // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
-  const stepscope::Node* node_of(const NodeExecStats& ns) const {
-    if (ns.node_id >= 0 && ns.node_id < graph->num_nodes()) {
-      const stepscope::Node* candidate = graph->node(ns.node_id);
-      if (candidate->name() == ns.node_name) return candidate;
-    }
-    return ns.node_name.empty() ? nullptr : graph->find_node(ns.node_name);
-  }
   // lane_lists: each device's lanes (the end of each lane's last node), kept across the steps
   // of a window so that later steps reuse the lanes.
   void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);
