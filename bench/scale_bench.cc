@@ -44,11 +44,22 @@ double seconds_of(const std::function<void()>& body) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-double median_seconds(int repetitions, const std::function<void()>& body) {
-  std::vector<double> times;
-  for (int i = 0; i < repetitions; ++i) times.push_back(seconds_of(body));
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+// The median; under --only, every time (sorted) goes to stderr too: this VM's times drift, and
+// a before/after comparison wants the spread and the minimum.
+double median_of(std::vector<double> times, const char* phase) {
+  std::sort(times.begin(), times.end());
+  if (!only_phase.empty() && only_phase == phase) {
+    std::fprintf(stderr, "%s times (ms):", phase);
+    for (double t : times) std::fprintf(stderr, " %.2f", t * 1e3);
+    std::fprintf(stderr, "\n");
+  }
   return times[times.size() / 2];
+}
+
+double median_seconds(const char* phase, int reps, const std::function<void()>& body) {
+  std::vector<double> times;
+  for (int i = 0; i < reps_for(phase, reps); ++i) times.push_back(seconds_of(body));
+  return median_of(std::move(times), phase);
 }
 
 struct Row {
@@ -81,7 +92,7 @@ Row measure(int64_t n) {
   Session session(g, {.inter_op_threads = 1});
   FeedList feeds{{x, Tensor::from_vector<float>(std::vector<float>(16, 0.0f))}};
   row.plan_s = seconds_of([&] { session.run(feeds, {y}); });  // the plan's build, outside every other timing
-  if (runs("untraced")) row.untraced_s = median_seconds(reps_for("untraced", reps), [&] { session.run(feeds, {y}); });
+  if (runs("untraced")) row.untraced_s = median_seconds("untraced", reps, [&] { session.run(feeds, {y}); });
 
   RunOptions traced;
   traced.trace_level = TraceLevel::kFullTrace;
@@ -93,9 +104,9 @@ Row measure(int64_t n) {
   RunMetadata metadata;
   session.run(feeds, {y}, {}, traced, &metadata);
   if (runs("reused"))
-    row.reused_s = median_seconds(reps_for("reused", reps), [&] { session.run(feeds, {y}, {}, traced, &metadata); });
+    row.reused_s = median_seconds("reused", reps, [&] { session.run(feeds, {y}, {}, traced, &metadata); });
   if (runs("fresh") && (reps > 1 || !only_phase.empty())) {  // a median too, where there is time for it
-    row.fresh2_s = median_seconds(reps_for("fresh", reps), [&] {
+    row.fresh2_s = median_seconds("fresh", reps, [&] {
       RunMetadata fresh;
       session.run(feeds, {y}, {}, traced, &fresh);
     });
@@ -104,7 +115,7 @@ Row measure(int64_t n) {
   const Timeline timeline(metadata.step_stats, &g);
   std::string json;
   if (runs("timeline"))
-    row.timeline_s = median_seconds(reps_for("timeline", reps), [&] {
+    row.timeline_s = median_seconds("timeline", reps, [&] {
       json.clear();
       timeline.write_chrome_trace(json, {.show_dataflow = true, .show_memory = true});
     });
@@ -113,7 +124,7 @@ Row measure(int64_t n) {
 
   std::ostringstream quiet;
   if (runs("add_step"))
-    row.add_step_s = median_seconds(reps_for("add_step", reps), [&] {
+    row.add_step_s = median_seconds("add_step", reps, [&] {
       Profiler profiler(g);
       profiler.set_log(&quiet);
       profiler.add_step(1, metadata);
@@ -131,8 +142,7 @@ Row measure(int64_t n) {
       profiler.add_step(1, metadata);
       times.push_back(seconds_of([&] { view(profiler); }));
     }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
+    return median_of(std::move(times), phase);
   };
   row.scope_s = first_query("scope", [&](const Profiler& p) { p.profile_name_scope(options); });
   row.op_s = first_query("op", [&](const Profiler& p) { p.profile_operations(options); });

@@ -136,12 +136,11 @@ struct CodeQuery {
   }
 
   void format(int32_t e, std::string& text, MultiGraphNodeProto& out, std::vector<int32_t>& displayed) {
-    for (int32_t c : show_children[e]) {
+    out.children.reserve(show_children[e].size());
+    for (int32_t c : show_children[e]) {  // a tree: each entry is shown once, moved into its place
       text += lines[c];
       displayed.insert(displayed.end(), tree.entries[c].nodes.begin(), tree.entries[c].nodes.end());
-      MultiGraphNodeProto child = std::move(protos[c]);  // a tree: each entry is shown once
-      format(c, text, child, displayed);
-      out.children.push_back(std::move(child));
+      format(c, text, out.children.emplace_back(std::move(protos[c])), displayed);
     }
   }
 

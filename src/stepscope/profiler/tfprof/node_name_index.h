@@ -32,6 +32,14 @@ class NodeNameIndex {
     insert_hashed(hash(name), name, index, name_of);
   }
 
+  // The node of that name if there is one, else `index`, added under `name`: one probe where
+  // find() then insert() make two.
+  template <class NameOf>
+  int32_t find_or_insert(std::string_view name, int32_t index, const NameOf& name_of) {
+    if (2 * (size_ + 1) > slots_.size()) grow(size_ + 1, name_of);
+    return insert_hashed(hash(name), name, index, name_of);
+  }
+
  private:
   struct Slot {
     uint32_t tag = 0;
@@ -40,17 +48,17 @@ class NodeNameIndex {
   static uint64_t hash(std::string_view s) { return std::hash<std::string_view>()(s); }
   static uint32_t tag(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
 
-  // With room for one more.
+  // With room for one more. Returns the index now under `name`.
   template <class NameOf>
-  void insert_hashed(uint64_t h, std::string_view name, int32_t index, const NameOf& name_of) {
+  int32_t insert_hashed(uint64_t h, std::string_view name, int32_t index, const NameOf& name_of) {
     for (size_t at = h & mask_;; at = (at + 1) & mask_) {
       Slot& slot = slots_[at];
       if (slot.index < 0) {
         slot = {tag(h), index};
         ++size_;
-        return;
+        return index;
       }
-      if (slot.tag == tag(h) && name_of(slot.index) == name) return;
+      if (slot.tag == tag(h) && name_of(slot.index) == name) return slot.index;
     }
   }
 

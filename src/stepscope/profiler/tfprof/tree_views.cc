@@ -72,16 +72,19 @@ struct TreeQuery {
   // are its own statistics plus its staying children's totals.
   std::vector<int32_t> account_scope(const std::vector<int32_t>& roots) {
     std::vector<int32_t> kept;
-    for (int32_t e : roots) {
-      reset_totals(protos[e]);
-      std::vector<int32_t> kept_children = account_scope(tree.entries[e].children);
-      account[e] = reaccount(e);
-      if (account[e] || !kept_children.empty()) {
-        keep(e, kept_children);
-        kept.push_back(e);
-      }
-    }
+    for (int32_t e : roots)
+      if (account_scope_entry(e)) kept.push_back(e);
     return kept;
+  }
+  bool account_scope_entry(int32_t e) {
+    std::vector<int32_t>& kept_children = show_children[e];  // filled in place: keep() reads it
+    kept_children.clear();
+    for (int32_t c : tree.entries[e].children)
+      if (account_scope_entry(c)) kept_children.push_back(c);
+    account[e] = reaccount(e);
+    if (!account[e] && kept_children.empty()) return false;
+    keep(e, kept_children);
+    return true;
   }
 
   // Accounting of the graph view: an unaccounted node passes its accounted inputs up. A node's
@@ -124,13 +127,10 @@ struct TreeQuery {
   }
 
   void keep(int32_t e, const std::vector<int32_t>& kept_children) {
-    show_children[e].clear();
     reset_totals(protos[e]);
     add_self_to_totals(protos[e]);
-    for (int32_t c : kept_children) {
-      aggregate_totals(protos[e], protos[c]);
-      show_children[e].push_back(c);
-    }
+    for (int32_t c : kept_children) aggregate_totals(protos[e], protos[c]);
+    if (&kept_children != &show_children[e]) show_children[e] = kept_children;
   }
 
   // The first nodes matching start_name_regexes on each branch, in depth-first order (an
@@ -195,13 +195,13 @@ struct TreeQuery {
     text.append(line_text, lines[e].begin, lines[e].size);
   }
 
+  // Each entry is shown once (print's `once`): its proto moves into its place in the result.
   void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
+    out.children.reserve(show_children[e].size());
     for (int32_t c : show_children[e]) {
       append_line(text, c);
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
-      GraphNodeProto child = std::move(protos[c]);  // each entry is shown once (print's `once`)
-      format(c, text, child, displayed);
-      out.children.push_back(std::move(child));
+      format(c, text, out.children.emplace_back(std::move(protos[c])), displayed);
     }
   }
 
@@ -247,24 +247,38 @@ ViewTree build_scope_tree(const ProfileModel& model) {
   NodeNameIndex by_name;
   by_name.reserve(scopes.capacity(), name_of);
   std::vector<int32_t> roots;
+  // The scopes of the previous name (where each ends in it, and its entry): neighbours in the
+  // graph mostly share their scopes, which are then known without a lookup.
+  std::vector<std::pair<size_t, int32_t>> previous_scopes;
+  std::string_view previous;
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const std::string_view name = model.nodes[i].name;
     int32_t parent = -1;
-    for (size_t begin = 0;;) {
+    size_t begin = 0, shared = 0;
+    for (; shared < previous_scopes.size(); ++shared) {
+      const size_t end = previous_scopes[shared].first;
+      if (end >= name.size() || name[end] != '/' || name.substr(begin, end - begin) != previous.substr(begin, end - begin))
+        break;
+      parent = previous_scopes[shared].second;
+      begin = end + 1;
+    }
+    previous_scopes.resize(shared);
+    previous = name;
+    for (;;) {
       const size_t slash = name.find('/', begin);
       const size_t end = slash == std::string_view::npos ? name.size() : slash;
       const std::string_view scope = name.substr(0, end);
-      int32_t e = by_name.find(scope, name_of);
-      if (e < 0) {
-        e = static_cast<int32_t>(scopes.size());
+      const auto next = static_cast<int32_t>(scopes.size());
+      const int32_t e = by_name.find_or_insert(scope, next, name_of);
+      if (e == next) {
         scopes.push_back({name.substr(begin, end - begin), scope, -1, {}});
-        by_name.insert(scope, e, name_of);
         (parent >= 0 ? scopes[parent].children : roots).push_back(e);
       }
       if (slash == std::string_view::npos) {
         if (scopes[e].node < 0) scopes[e].node = static_cast<int32_t>(i);  // the first node of a name
         break;
       }
+      previous_scopes.emplace_back(end, e);
       parent = e;
       begin = slash + 1;
     }

@@ -15,7 +15,7 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
 
 void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model,
                      const std::vector<NodeStats>& stats) {
-  p.name = std::string(name);
+  p.name.assign(name);
   p.devices.clear();
   p.shapes.clear();
   p.input_shapes.clear();
@@ -39,9 +39,9 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
   p.float_ops = s.float_ops;
   p.parameters = node.parameters;
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
-  if (node.input_shapes_known)
+  if (node.input_shapes_known)  // in index order: each goes at the map's end
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      p.input_shapes[static_cast<int32_t>(i)] = tfprof_dims(node.inputs[i].shape);
+      p.input_shapes.emplace_hint(p.input_shapes.end(), static_cast<int32_t>(i), tfprof_dims(node.inputs[i].shape));
 }
 
 void reset_totals(GraphNodeProto& p) {
@@ -236,7 +236,7 @@ namespace stepscope::tfprof {
 bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_view name,
                          const std::vector<int32_t>& nodes, const ProfileModel& model,
                          const std::vector<NodeStats>& stats, const NameMatcher& account) {
-  p.name = std::string(name);
+  p.name.assign(name);
   for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.self = 0;
   p.graph_nodes.clear();
   p.graph_nodes.reserve(nodes.size());
