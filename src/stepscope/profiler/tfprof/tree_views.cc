@@ -18,15 +18,10 @@ struct TreeQuery {
   std::vector<GraphNodeProto> protos;
   std::vector<char> account;
   std::vector<std::vector<int32_t>> show_children;
-  // Each shown entry's line without its indentation (a chain's indentation grows with its depth:
-  // kept as a count, the spaces written once, into the text), and the text's size.
-  struct Line {
-    size_t begin = 0, size = 0;  // in line_text
-    int32_t indent = 0;
-  };
-  std::vector<Line> lines;
-  std::string line_text;  // every shown entry's line, back to back (one buffer, not one each)
-  size_t text_bytes = 0;
+  // Each shown entry's indentation, and their sum and count: the text is written at the end, in
+  // display order, once every total is known (a chain's indentation grows with its depth).
+  std::vector<int32_t> indents;
+  size_t indent_bytes = 0, shown_count = 0;
   std::vector<char> visited;  // graph view: each node is visited once per pass
 
   TreeQuery(const ViewTree& t, const ProfileModel& m, const std::vector<NodeStats>& s, const ViewOptions& opts,
@@ -39,7 +34,7 @@ struct TreeQuery {
         protos(t.entries.size()),
         account(t.entries.size(), 0),
         show_children(t.entries.size()),
-        lines(t.entries.size()),
+        indents(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
 
   const ModelNode* model_node(int32_t e) const {
@@ -50,7 +45,7 @@ struct TreeQuery {
   // ReAccount: re-reads the node's statistics, then matches its op types.
   bool reaccount(int32_t e) {
     const ViewTree::Entry& entry = tree.entries[e];
-    init_graph_node(protos[e], entry.name, entry.node, model, stats);
+    init_graph_node_stats(protos[e], entry.node, model, stats);  // the name and shapes come in format()
     if (o.account.is_all()) return true;
     if (const ModelNode* n = model_node(e)) {
       for (std::string_view type : n->op_types)
@@ -63,7 +58,7 @@ struct TreeQuery {
   bool should_show(int32_t e, int depth) const {
     const GraphNodeProto& p = protos[e];
     if (e == tree.root) return true;
-    return passes_floors(p, o, depth) && passes_names(p.name, o);
+    return passes_floors(p, o, depth) && passes_names(tree.entries[e].name, o);
   }
 
   bool should_trim(int32_t e) const { return !o.trim.empty() && o.trim.matches(tree.entries[e].name); }
@@ -172,16 +167,15 @@ struct TreeQuery {
           reset_totals(protos[e]);
           add_self_to_totals(protos[e]);
         }
-        sort_by_order(shown_children, protos, o.order_by);
+        sort_by_order(shown_children, protos, o.order_by,
+                      [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
         for (int32_t c : shown_children) {
           show_children[e].push_back(c);
           if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
         }
-        const size_t begin = line_text.size();
-        append_graph_node(line_text, protos[e], account[e] != 0, model_node(e), synthetic_op_type, o);
-        line_text += '\n';
-        lines[e] = {begin, line_text.size() - begin, last_indent};
-        text_bytes += static_cast<size_t>(last_indent) + lines[e].size;
+        indents[e] = last_indent;
+        indent_bytes += static_cast<size_t>(last_indent);
+        ++shown_count;
         shown.push_back(e);
       } else {
         shown.insert(shown.end(), shown_children.begin(), shown_children.end());
@@ -190,24 +184,30 @@ struct TreeQuery {
     return shown;
   }
 
-  void append_line(std::string& text, int32_t e) const {
-    text.append(static_cast<size_t>(lines[e].indent), ' ');
-    text.append(line_text, lines[e].begin, lines[e].size);
+  // A shown entry's proto in its place in the result: its name and shapes filled in there (the
+  // numbers are final), then its line.
+  void finish(int32_t e, GraphNodeProto& p, std::string& text) const {
+    const ViewTree::Entry& entry = tree.entries[e];
+    init_graph_node_details(p, entry.name, entry.node, model);
+    text.append(static_cast<size_t>(indents[e]), ' ');
+    append_graph_node(text, p, account[e] != 0, model_node(e), synthetic_op_type, o);
+    text += '\n';
   }
 
   // Each entry is shown once (print's `once`): its proto moves into its place in the result.
   void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
     out.children.reserve(show_children[e].size());
     for (int32_t c : show_children[e]) {
-      append_line(text, c);
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
-      format(c, text, out.children.emplace_back(std::move(protos[c])), displayed);
+      GraphNodeProto& child = out.children.emplace_back(std::move(protos[c]));
+      finish(c, child, text);
+      format(c, text, child, displayed);
     }
   }
 
   GraphViewResult run(bool graph_view) {
     const int32_t root = tree.root;
-    init_graph_node(protos[root], kTFProfRoot, -1, model, stats);
+    init_graph_node_stats(protos[root], -1, model, stats);
     reset_totals(protos[root]);
     show_children[root].clear();
     std::vector<int32_t> roots =
@@ -223,9 +223,14 @@ struct TreeQuery {
 
     GraphViewResult result;
     result.text = graph_legend(o);
-    result.text.reserve(result.text.size() + text_bytes);
-    append_line(result.text, root);
     result.root = std::move(protos[root]);
+    const size_t legend_bytes = result.text.size();
+    finish(root, result.root, result.text);
+    // Room for every line: the root's line with some more for a longer name, each. Pages of the
+    // reserve that are never written cost no memory.
+    const size_t root_line = result.text.size() - legend_bytes;
+    result.text.reserve(legend_bytes + indent_bytes + shown_count * (root_line + 64));
+    result.displayed.reserve(shown_count);
     format(root, result.text, result.root, result.displayed);
     return result;
   }

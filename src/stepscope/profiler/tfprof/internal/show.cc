@@ -15,19 +15,19 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
 
 void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model,
                      const std::vector<NodeStats>& stats) {
-  p.name.assign(name);
-  p.devices.clear();
-  p.shapes.clear();
-  p.input_shapes.clear();
+  init_graph_node_stats(p, index, model, stats);
+  init_graph_node_details(p, name, index, model);
+}
+
+void init_graph_node_stats(GraphNodeProto& p, int32_t index, const ProfileModel& model,
+                           const std::vector<NodeStats>& stats) {
   p.children.clear();
   if (index < 0) {
     p.run_count = 0;
     for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.self = 0;
     return;
   }
-  const ModelNode& node = model.nodes[index];
   const NodeStats& s = stats[index];
-  if (node.device >= 0) p.devices.push_back(model.devices[node.device]);
   p.run_count = s.run_count;
   p.exec_micros = s.exec_micros;
   p.accelerator_exec_micros = s.accelerator_exec_micros;
@@ -37,7 +37,17 @@ void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, co
   p.residual_bytes = s.residual_bytes;
   p.output_bytes = s.output_bytes;
   p.float_ops = s.float_ops;
-  p.parameters = node.parameters;
+  p.parameters = model.nodes[index].parameters;
+}
+
+void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model) {
+  p.name.assign(name);
+  p.devices.clear();
+  p.shapes.clear();
+  p.input_shapes.clear();
+  if (index < 0) return;
+  const ModelNode& node = model.nodes[index];
+  if (node.device >= 0) p.devices.push_back(model.devices[node.device]);
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
   if (node.input_shapes_known)  // in index order: each goes at the map's end
     for (size_t i = 0; i < node.inputs.size(); ++i)

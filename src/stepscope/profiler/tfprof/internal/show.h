@@ -18,6 +18,12 @@ namespace stepscope::tfprof {
 // ShowNode::ReInit: a graph node's own statistics (zeros for a synthetic node: index < 0).
 void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model,
                      const std::vector<NodeStats>& stats);
+// Its two halves: the numbers (what accounting, the floors and the sort read), and the name,
+// devices and shapes (what only a displayed node needs: the tree views fill them in last, in the
+// result's own proto, so a node costs its allocations once).
+void init_graph_node_stats(GraphNodeProto& proto, int32_t index, const ProfileModel& model,
+                           const std::vector<NodeStats>& stats);
+void init_graph_node_details(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model);
 
 void reset_totals(GraphNodeProto& p);
 void reset_totals(MultiGraphNodeProto& p);
@@ -37,8 +43,9 @@ bool passes_names(std::string_view name, const ViewOptions& o);
 // TFShow::SortNodes / TFMultiShow::SortNodes: the root first, then by order_by (name ascending;
 // numbers descending by their total; occurrence descending by the number of graph nodes in the
 // op/code views, by name in the scope/graph views), stably.
-template <typename Proto>
-void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order) {
+// `name_of(i)` is item i's name (by default its proto's).
+template <typename Proto, typename NameOf>
+void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order, const NameOf& name_of) {
   auto total = [order](const Proto& p) -> int64_t {
     switch (order) {
       case OrderBy::kBytes:
@@ -68,14 +75,20 @@ void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos
   std::stable_sort(items.begin(), items.end(), [&](int32_t a, int32_t b) {
     const Proto& pa = protos[a];
     const Proto& pb = protos[b];
-    if (pa.name == kTFProfRoot) return pb.name != kTFProfRoot;
-    if (pb.name == kTFProfRoot) return false;
-    if (by_name) return pa.name < pb.name;
+    const std::string_view name_a = name_of(a), name_b = name_of(b);
+    if (name_a == kTFProfRoot) return name_b != kTFProfRoot;
+    if (name_b == kTFProfRoot) return false;
+    if (by_name) return name_a < name_b;
     if constexpr (kMulti) {
       if (order == OrderBy::kOccurrence) return pa.graph_nodes.size() > pb.graph_nodes.size();
     }
     return total(pa) > total(pb);
   });
+}
+
+template <typename Proto>
+void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order) {
+  sort_by_order(items, protos, order, [&](int32_t i) -> std::string_view { return protos[i].name; });
 }
 
 // "<self>/<total>" or "--/<total>" for an unaccounted node.
