@@ -4,6 +4,7 @@
 // of a big graph). A name's first entry keeps it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -108,5 +109,35 @@ class NodeNameIndex {
   size_t mask_ = 0;
   size_t size_ = 0;
 };
+
+// Sorts `items` by name_of(item), ascending. Sorted on the names' first 16 bytes packed
+// big-endian (most names differ there), whole names compared only on a tie: the sort then
+// rarely reads a name, which on a big graph is a cache miss each time. Equal names keep no
+// particular order.
+template <class NameOf>
+void sort_by_name(std::vector<int32_t>& items, const NameOf& name_of) {
+  if (items.size() < 2) return;
+  struct Key {
+    uint64_t high, low;
+    int32_t item;
+  };
+  const auto packed = [](std::string_view name, size_t from) {
+    uint64_t v = 0;
+    for (size_t i = from; i < from + 8; ++i)
+      v = (v << 8) | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0u);
+    return v;
+  };
+  std::vector<Key> keys(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string_view name = name_of(items[i]);
+    keys[i] = {packed(name, 0), packed(name, 8), items[i]};
+  }
+  std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+    if (a.high != b.high) return a.high < b.high;
+    if (a.low != b.low) return a.low < b.low;
+    return name_of(a.item) < name_of(b.item);
+  });
+  for (size_t i = 0; i < keys.size(); ++i) items[i] = keys[i].item;
+}
 
 }  // namespace stepscope::tfprof

@@ -75,29 +75,9 @@ int32_t ProfileModel::find(std::string_view name) const {
 }
 
 std::vector<int32_t> ProfileModel::order_by_name() const {
-  // Sorted on the names' first 16 bytes packed big-endian (most names differ there), the whole
-  // names compared only on a tie: the sort then rarely reads a node, which at 10^5 nodes and
-  // more is a cache miss each time.
-  struct Key {
-    uint64_t high, low;
-    int32_t node;
-  };
-  const auto packed = [](std::string_view name, size_t from) {
-    uint64_t v = 0;
-    for (size_t i = from; i < from + 8; ++i)
-      v = (v << 8) | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0u);
-    return v;
-  };
-  std::vector<Key> keys(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i)
-    keys[i] = {packed(nodes[i].name, 0), packed(nodes[i].name, 8), static_cast<int32_t>(i)};
-  std::sort(keys.begin(), keys.end(), [this](const Key& a, const Key& b) {
-    if (a.high != b.high) return a.high < b.high;
-    if (a.low != b.low) return a.low < b.low;
-    return nodes[a.node].name < nodes[b.node].name;
-  });
-  std::vector<int32_t> order(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].node;
+  std::vector<int32_t> order(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) order[i] = static_cast<int32_t>(i);
+  sort_by_name(order, [this](int32_t i) -> std::string_view { return nodes[i].name; });
   return order;
 }
 

@@ -289,15 +289,14 @@ ViewTree build_scope_tree(const ProfileModel& model) {
     }
   }
   // Children in name order: siblings share their parent's name, so their components decide.
-  const auto by_component = [&](int32_t a, int32_t b) { return scopes[a].component < scopes[b].component; };
+  const auto component_of = [&](int32_t e) { return scopes[e].component; };
   ViewTree tree;
-  tree.entries.resize(scopes.size());
-  for (size_t e = 0; e < scopes.size(); ++e) {
-    Scope& s = scopes[e];
-    std::sort(s.children.begin(), s.children.end(), by_component);
-    tree.entries[e] = {std::string(s.name), s.node, std::move(s.children)};
+  tree.entries.reserve(scopes.size() + 1);
+  for (Scope& s : scopes) {
+    sort_by_name(s.children, component_of);
+    tree.entries.push_back({std::string(s.name), s.node, std::move(s.children)});
   }
-  std::sort(roots.begin(), roots.end(), by_component);
+  sort_by_name(roots, component_of);
   tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
   tree.root = static_cast<int32_t>(tree.entries.size() - 1);
   return tree;
@@ -321,8 +320,7 @@ ViewTree build_graph_tree(const ProfileModel& model) {
   std::vector<int32_t> roots;
   for (size_t i = 0; i < n; ++i)
     if (!is_input[i]) roots.push_back(static_cast<int32_t>(i));
-  std::sort(roots.begin(), roots.end(),
-            [&](int32_t a, int32_t b) { return model.nodes[a].name < model.nodes[b].name; });
+  sort_by_name(roots, [&](int32_t i) -> std::string_view { return model.nodes[i].name; });
   tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
   tree.root = static_cast<int32_t>(n);
   return tree;
