@@ -210,26 +210,26 @@ CodeTree build_code_tree(const ProfileModel& model) {
 
   const std::vector<int32_t> by_name = model.order_by_name();
 
+  const auto traced = [&](const ModelNode& node) { return !model.site_of(node).file.empty() || !node.stack.empty(); };
+  std::string_view forward;
   std::map<std::string_view, std::vector<int32_t>> gradients;  // forward name -> gradient nodes
-  std::map<std::string_view, int32_t> forwards;
   for (int32_t index : by_name) {
     const ModelNode& node = model.nodes[index];
-    if (model.site_of(node).file.empty() && node.stack.empty()) continue;
-    std::string_view forward;
+    if (!traced(node)) continue;
     if (forward_name_of_gradient(node.name, &forward)) {
       gradients[forward].push_back(index);
       continue;
     }
-    forwards[node.name] = index;
     tree.entries[leaf(node, false)].nodes.push_back(index);
   }
-  for (const auto& [forward, grads] : gradients) {
-    auto it = forwards.find(forward);
-    if (it == forwards.end()) {
+  // A gradient's forward node: the model's node of that name, if it went in above.
+  for (const auto& [name, grads] : gradients) {
+    const int32_t f = model.find(name);
+    if (f < 0 || !traced(model.nodes[f]) || forward_name_of_gradient(model.nodes[f].name, &forward)) {
       ++tree.unaccounted_gradients;
       continue;
     }
-    auto& nodes = tree.entries[leaf(model.nodes[it->second], true)].nodes;
+    auto& nodes = tree.entries[leaf(model.nodes[f], true)].nodes;
     nodes.insert(nodes.end(), grads.begin(), grads.end());
   }
   // Nodes were added in name order; only a gradient entry shared by several forward nodes is not.
