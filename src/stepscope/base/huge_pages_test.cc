@@ -1,0 +1,82 @@
+#include "stepscope/base/huge_pages.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+namespace stepscope {
+namespace {
+
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The kernel's THP mode: "always", "madvise" or "never" (the bracketed word), "" without THP.
+std::string thp_mode() {
+  const std::string modes = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  const size_t open = modes.find('['), close = modes.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : modes.substr(open + 1, close - open - 1);
+}
+
+// Whether the mapping that holds `address` may take huge pages (smaps' THPeligible); nothing on
+// a kernel whose smaps does not say.
+std::optional<bool> thp_eligible(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= at && at < end;
+    } else if (inside && line.starts_with("THPeligible:")) {
+      return line.find('1') != std::string::npos;
+    }
+  }
+  return std::nullopt;
+}
+
+TEST(HugePages, ReserveHugeKeepsTheVectorsContentsAndRoom) {
+  std::vector<int64_t> v{1, 2, 3};
+  reserve_huge(v, 1 << 20);  // 8 MiB
+  EXPECT_EQ(v, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_GE(v.capacity(), size_t{1} << 20);
+  const int64_t* data = v.data();
+  reserve_huge(v, 16);  // room already there: nothing moves
+  EXPECT_EQ(v.data(), data);
+  v.resize(1 << 20, 7);
+  EXPECT_EQ(v.back(), 7);
+
+  std::string s = "label";
+  reserve_huge(s, 8 << 20);
+  EXPECT_EQ(s, "label");
+  EXPECT_GE(s.capacity(), size_t{8} << 20);
+}
+
+TEST(HugePages, AdvisedRoomMayTakeHugePagesWhereTheKernelOffersThem) {
+  std::vector<char> v;
+  reserve_huge(v, 16 << 20);
+  const char* middle = v.data() + (8 << 20);  // inside a whole 2 MiB page of the room
+  const std::string mode = thp_mode();
+  const std::optional<bool> eligible = thp_eligible(middle);
+  if (mode.empty() || !eligible) GTEST_SKIP() << "this kernel does not say what takes huge pages";
+  EXPECT_EQ(*eligible, mode == "always" || mode == "madvise") << "THP mode " << mode;
+}
+
+TEST(HugePages, SmallOrEmptyRangesAreLeftAlone) {
+  advise_huge_pages(nullptr, 0);
+  std::vector<char> small(1 << 20);
+  advise_huge_pages(small.data(), small.size());  // under 4 MiB: no advice, no error
+  EXPECT_EQ(small[12345], 0);
+}
+
+}  // namespace
+}  // namespace stepscope
