@@ -1,6 +1,7 @@
 // The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
 #include <algorithm>
 
+#include "stepscope/base/huge_pages.h"
 #include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/node_name_index.h"
@@ -227,9 +228,10 @@ struct TreeQuery {
     const size_t legend_bytes = result.text.size();
     finish(root, result.root, result.text);
     // Room for every line: the root's line with some more for a longer name, each. Pages of the
-    // reserve that are never written cost no memory.
+    // reserve that are never written cost no memory; a big text (a deep graph's indentation
+    // grows with the square of its depth) is written into huge pages.
     const size_t root_line = result.text.size() - legend_bytes;
-    result.text.reserve(legend_bytes + indent_bytes + shown_count * (root_line + 64));
+    reserve_huge(result.text, legend_bytes + indent_bytes + shown_count * (root_line + 64));
     result.displayed.reserve(shown_count);
     format(root, result.text, result.root, result.displayed);
     return result;
