@@ -4,7 +4,8 @@
 // 2 MiB pages where the array spans them makes one fault in 512 of those.
 //
 // Only advice: on a kernel with huge pages off (or "never") nothing changes, and the memory is
-// the same memory. Used only on arrays of megabytes, which the step keeps and reuses.
+// the same memory. Used on arrays of megabytes written right after they are made: a traced
+// step's, and the profiler's model and views of a big graph.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,14 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   if (n <= v.capacity()) return;
   v.reserve(n);
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
+}
+// A vector of n value-initialized items, in advised room.
+template <typename T>
+std::vector<T> sized_huge(size_t n) {
+  std::vector<T> v;
+  reserve_huge(v, n);
+  v.resize(n);
+  return v;
 }
 inline void reserve_huge(std::string& s, size_t n) {
   if (n <= s.capacity()) return;

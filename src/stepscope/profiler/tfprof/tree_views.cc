@@ -32,9 +32,9 @@ struct TreeQuery {
         stats(s),
         o(opts),
         synthetic_op_type(synthetic),
-        protos(t.entries.size()),
+        protos(sized_huge<GraphNodeProto>(t.entries.size())),
         account(t.entries.size(), 0),
-        show_children(t.entries.size()),
+        show_children(sized_huge<std::vector<int32_t>>(t.entries.size())),
         indents(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
 
@@ -249,7 +249,7 @@ ViewTree build_scope_tree(const ProfileModel& model) {
     std::vector<int32_t> children;
   };
   std::vector<Scope> scopes;
-  scopes.reserve(model.nodes.size() + model.nodes.size() / 4);
+  reserve_huge(scopes, model.nodes.size() + model.nodes.size() / 4);
   const auto name_of = [&](int32_t e) { return scopes[e].name; };
   NodeNameIndex by_name;
   by_name.reserve(scopes.capacity(), name_of);
@@ -293,7 +293,7 @@ ViewTree build_scope_tree(const ProfileModel& model) {
   // Children in name order: siblings share their parent's name, so their components decide.
   const auto component_of = [&](int32_t e) { return scopes[e].component; };
   ViewTree tree;
-  tree.entries.reserve(scopes.size() + 1);
+  reserve_huge(tree.entries, scopes.size() + 1);
   for (Scope& s : scopes) {
     sort_by_name(s.children, component_of);
     tree.entries.push_back({std::string(s.name), s.node, std::move(s.children)});
