@@ -1,11 +1,15 @@
-// Transparent huge pages for the big arrays a traced step fills the first time: a plan's first
-// traced run writes ~500 bytes an op into memory it never touched, and on a VM the kernel
-// charges ~2 µs for each 4 KiB page it maps (issue 16: +0.8 µs an op on that run). Asking for
-// 2 MiB pages where the array spans them makes one fault in 512 of those.
+// Transparent huge pages for big arrays written once, right after they are made: on a VM the
+// kernel charges ~2 µs for each 4 KiB page it maps (issue 16: a plan's first traced run writes
+// into megabytes it never touched), and 2 MiB pages make one fault in 512 of those.
+//
+// Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a plan's labels and
+// names, the threads' allocation logs, the intern table's big strings, the profiler's model and
+// views of a big graph. Not on a step's StepStats arrays: a fresh RunMetadata's second traced
+// run at 10^6 ops took ~40% longer with them advised (most likely: the kernel zeroes 2 MiB ahead of the
+// writes, out of cache by the time they come; a 4 KiB page is zeroed and written while hot).
 //
 // Only advice: on a kernel with huge pages off (or "never") nothing changes, and the memory is
-// the same memory. Used on arrays of megabytes written right after they are made: a traced
-// step's, and the profiler's model and views of a big graph.
+// the same memory.
 #pragma once
 
 #include <cstddef>

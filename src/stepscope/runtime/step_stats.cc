@@ -144,7 +144,7 @@ std::span<T> StepStats::add(std::vector<T>& array, size_t n) {
   const size_t size = array.size();
   if (size + n > array.capacity()) {
     const T* old_data = array.data();
-    reserve_huge(array, std::max(size + n, 2 * array.capacity()));
+    array.reserve(std::max(size + n, 2 * array.capacity()));
     rebase(array, old_data, size);
   }
   array.resize(size + n);
@@ -277,7 +277,6 @@ std::span<NodeOutput> StepStats::reuse_for_step(size_t num_outputs) {
   clear();
   dev_stats = std::move(kept);
   for (auto& dev : dev_stats) dev.node_stats.clear();  // no views into the arrays left
-  reserve_huge(outputs, num_outputs);
   outputs.resize(num_outputs);
   outputs_ = std::move(outputs);
   records_ = std::move(records);  // their size too: resize_records initializes only what grows
@@ -285,7 +284,6 @@ std::span<NodeOutput> StepStats::reuse_for_step(size_t num_outputs) {
 }
 
 std::span<AllocationRecord> StepStats::resize_records(size_t n) {
-  reserve_huge(records_, n);
   records_.resize(n);
   return records_;
 }
@@ -297,7 +295,7 @@ void StepStats::reserve(size_t outputs, size_t memory, size_t records) {
   auto grow = [this](auto& array, size_t n) {
     if (array.size() + n <= array.capacity()) return;
     const auto* old_data = array.data();
-    reserve_huge(array, array.size() + n);
+    array.reserve(array.size() + n);
     rebase(array, old_data, array.size());
   };
   grow(outputs_, outputs);

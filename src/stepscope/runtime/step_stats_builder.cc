@@ -5,7 +5,6 @@
 #include <span>
 
 #include "stepscope/base/clock.h"
-#include "stepscope/base/huge_pages.h"
 #include "stepscope/base/thread_pool.h"
 #include "stepscope/runtime/internal/executor_plan.h"
 
@@ -74,7 +73,6 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   }
   const size_t num_events = static_cast<size_t>(cursor[n]);
   const std::span<AllocationRecord> allocation_records = stats.resize_records(num_events);
-  if (!one_allocator) reserve_huge(sources_, num_events);
   sources_.resize(one_allocator ? 0 : num_events);
   const AllocationEvent** source = sources_.data();
   auto place = [&](const AllocationRecorder::ThreadLog& log, bool ticks) {
@@ -94,12 +92,12 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   devices.resize(plan.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) devices[d].device = plan.device_names()[d];
   if (devices.size() == 1) {
-    reserve_huge(devices[0].node_stats, fed.size() + order.size());
+    devices[0].node_stats.reserve(fed.size() + order.size());
   } else {
     std::vector<size_t> per_device(devices.size());
     for (const auto& f : fed) per_device[f.device]++;
     for (int32_t p : order) per_device[names[p].device]++;
-    for (size_t d = 0; d < devices.size(); ++d) reserve_huge(devices[d].node_stats, per_device[d]);
+    for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
   // One memory entry per node with events (more only for nodes using several allocators).
   stats.reserve(0, num_groups, 0);

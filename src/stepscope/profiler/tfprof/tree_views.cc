@@ -264,7 +264,8 @@ ViewTree build_scope_tree(const ProfileModel& model) {
     size_t begin = 0, shared = 0;
     for (; shared < previous_scopes.size(); ++shared) {
       const size_t end = previous_scopes[shared].first;
-      if (end >= name.size() || name[end] != '/' || name.substr(begin, end - begin) != previous.substr(begin, end - begin))
+      if (end >= name.size() || name[end] != '/' ||
+          name.substr(begin, end - begin) != previous.substr(begin, end - begin))
         break;
       parent = previous_scopes[shared].second;
       begin = end + 1;

@@ -45,7 +45,8 @@ bool passes_names(std::string_view name, const ViewOptions& o);
 // op/code views, by name in the scope/graph views), stably.
 // `name_of(i)` is item i's name (by default its proto's).
 template <typename Proto, typename NameOf>
-void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order, const NameOf& name_of) {
+void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order,
+                   const NameOf& name_of) {
   auto total = [order](const Proto& p) -> int64_t {
     switch (order) {
       case OrderBy::kBytes:
