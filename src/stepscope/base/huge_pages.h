@@ -5,8 +5,9 @@
 // Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a plan's labels and
 // names, the threads' allocation logs, the intern table's big strings, the profiler's model and
 // views of a big graph. Not on a step's StepStats arrays: a fresh RunMetadata's second traced
-// run at 10^6 ops took ~40% longer with them advised (most likely: the kernel zeroes 2 MiB ahead of the
-// writes, out of cache by the time they come; a 4 KiB page is zeroed and written while hot).
+// run at 10^6 ops took ~40% longer with them advised (most likely: the kernel zeroes 2 MiB
+// ahead of the writes, out of cache by the time they come; a 4 KiB page is zeroed and written
+// while hot).
 //
 // Only advice: on a kernel with huge pages off (or "never") nothing changes, and the memory is
 // the same memory.
