@@ -1,13 +1,13 @@
-// Transparent huge pages for big arrays written once, right after they are made: on a VM the
-// kernel charges ~2 µs for each 4 KiB page it maps (issue 16: a plan's first traced run writes
-// into megabytes it never touched), and 2 MiB pages make one fault in 512 of those.
+// Transparent huge pages for big arrays written right after they are made: on a VM the kernel
+// charges ~2 µs for each 4 KiB page it maps, and 2 MiB pages make one fault in 512 of those.
 //
-// Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a plan's labels and
-// names, the threads' allocation logs, the intern table's big strings, the profiler's model and
-// views of a big graph. Not on a step's StepStats arrays: a fresh RunMetadata's second traced
-// run at 10^6 ops took ~40% longer with them advised (most likely: the kernel zeroes 2 MiB
-// ahead of the writes, out of cache by the time they come; a 4 KiB page is zeroed and written
-// while hot).
+// Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a tfprof view's text (a
+// 10^4-deep chain's graph view writes 100 MB of indentation: twice as fast), and the profiler's
+// model and view arrays of a big graph. Not on what a traced step writes: advising a step's
+// StepStats arrays made a fresh RunMetadata's second traced run at 10^6 ops ~40% slower (most
+// likely the kernel zeroing 2 MiB ahead of the writes, out of cache by the time they come,
+// where a 4 KiB page is zeroed and written while hot), and the plan's labels and the allocation
+// logs showed no gain beyond this VM's noise.
 //
 // Only advice: on a kernel with huge pages off (or "never") nothing changes, and the memory is
 // the same memory.

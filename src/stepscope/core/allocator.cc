@@ -101,7 +101,7 @@ AllocationRecorder::ThreadLog* AllocationRecorder::thread_log() {
 void AllocationRecorder::record_other(uint64_t generation, const AllocationEvent& e) {
   if (generation_.load(std::memory_order_acquire) != generation) return;  // long closed: no lock
   std::lock_guard<std::mutex> lock(mutex_);
-  if (open_ && generation_.load(std::memory_order_relaxed) == generation) other_.add(e);
+  if (open_ && generation_.load(std::memory_order_relaxed) == generation) other_.events.push_back(e);
 }
 
 std::vector<AllocationRecorder::PerAllocator> AllocationRecorder::events_by_allocator() const {

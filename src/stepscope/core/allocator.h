@@ -15,8 +15,6 @@
 #include <string_view>
 #include <vector>
 
-#include "stepscope/base/huge_pages.h"
-
 namespace stepscope {
 
 struct AllocatorStats {
@@ -54,14 +52,6 @@ class AllocationRecorder {
   struct ThreadLog {
     std::vector<AllocationEvent> events;  // in the order they happened on that thread
     std::vector<int32_t> nodes;           // for the recorder's user (the executor: nodes the thread ran, in order)
-
-    // Logs are kept for later steps: the first traced step of a big graph grows them to
-    // megabytes, in huge pages where they span them.
-    void add(const AllocationEvent& e) {
-      if (events.size() == events.capacity()) [[unlikely]]
-        reserve_huge(events, std::max<size_t>(1024, 2 * events.capacity()));
-      events.push_back(e);
-    }
   };
 
   // A recorder from the pool, recording.

@@ -37,7 +37,8 @@ Buffer* Buffer::create(Allocator* allocator, DType dtype, int64_t num_elements) 
     b->recorder_ = rec.recorder;
     b->generation_ = rec.generation;
     b->node_ = rec.node;
-    rec.log->add({rec.time_ns ? rec.time_ns : now_ns(), requested, id, allocator, allocator->bytes_in_use(), rec.node});
+    rec.log->events.push_back(
+        {rec.time_ns ? rec.time_ns : now_ns(), requested, id, allocator, allocator->bytes_in_use(), rec.node});
   }
   return b;
 }
@@ -108,7 +109,8 @@ void Buffer::destroy() {
   if (recorder) [[unlikely]] {
     RecordingScope& rec = current_recording();
     if (rec.recorder == recorder && rec.generation == generation) {  // a thread of the recorded step
-      rec.log->add({rec.time_ns ? rec.time_ns : now_ns(), -bytes, id, allocator, allocator->bytes_in_use(), node});
+      rec.log->events.push_back(
+          {rec.time_ns ? rec.time_ns : now_ns(), -bytes, id, allocator, allocator->bytes_in_use(), node});
     } else if (recorder->generation() == generation) {
       recorder->record_other(generation, {now_ns(), -bytes, id, allocator, allocator->bytes_in_use(), node});
     }

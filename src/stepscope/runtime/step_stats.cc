@@ -7,8 +7,6 @@
 #include <mutex>
 #include <vector>
 
-#include "stepscope/base/huge_pages.h"
-
 namespace stepscope {
 
 namespace {
@@ -60,7 +58,6 @@ class InternTable {
   const char* store(std::string_view s) {
     if (s.size() > kBlockBytes / 4) {  // a block of its own; the current one stays in use
       blocks_.push_back(std::make_unique_for_overwrite<char[]>(s.size()));
-      advise_huge_pages(blocks_.back().get(), s.size());  // a plan's labels: megabytes on a big graph
       std::memcpy(blocks_.back().get(), s.data(), s.size());
       return blocks_.back().get();
     }

@@ -10,7 +10,6 @@
 #include <string_view>
 #include <vector>
 
-#include "stepscope/base/huge_pages.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/node.h"
 #include "stepscope/graph/node_label.h"
@@ -120,13 +119,13 @@ struct Executor::Plan {
       // name, so the name is a view into it. Op types repeat: each is interned when it differs
       // from the one before.
       std::string labels;
-      reserve_huge(labels, items.size() * 48);
+      labels.reserve(items.size() * 48);
       struct Label {
         size_t end, name_size;     // in `labels`: where the label ends, how much of it is the name
         std::string_view op_type;  // the node's own
       };
       std::vector<Label> written;
-      reserve_huge(written, items.size());
+      written.reserve(items.size());
       std::vector<NodeLabelInput> inputs;
       for (const Item& item : items) {
         inputs.clear();
@@ -136,7 +135,7 @@ struct Executor::Plan {
       }
       const std::string_view interned = StepStats::intern(labels);
       std::string_view op_type, interned_op_type;
-      reserve_huge(names_, items.size());
+      names_.reserve(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
         const Item& item = items[i];
         const size_t begin = i ? written[i - 1].end : 0;
