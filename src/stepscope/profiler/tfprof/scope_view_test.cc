@@ -422,5 +422,29 @@ TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
   EXPECT_EQ(render(tree.root), "_TFProfRoot((/lead#5) a#3(a/b(a/b/c#0) a/b-x#2 a/b0#1) z(z/(z//d#4)))");
 }
 
+// The tree takes a node's scopes shared with the previous node's name without a lookup: names
+// that share a prefix but not a scope ("ab/c" then "a/c"), a scope left and entered again, a
+// node named like the previous node's scope, and one deeper in it must still land in place.
+TEST(ScopeTree, NeighboursSharingPrefixesButNotScopesLandInTheirOwn) {
+  ProfileModel model;
+  for (const char* name : {"ab/c", "a/c", "a/b/c", "a/x/y", "a/b/d", "a/b", "a", "a/b/c/e", "ab/c/f", "ab"}) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  const ViewTree tree = build_scope_tree(model);
+  std::function<std::string(int32_t)> render = [&](int32_t e) {
+    const ViewTree::Entry& entry = tree.entries[e];
+    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
+    if (entry.children.empty()) return out;
+    out += "(";
+    for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);
+    return out + ")";
+  };
+  EXPECT_EQ(render(tree.root),
+            "_TFProfRoot(a#6(a/b#5(a/b/c#2(a/b/c/e#7) a/b/d#4) a/c#1 a/x(a/x/y#3)) ab#9(ab/c#0(ab/c/f#8)))");
+}
+
 }  // namespace
 }  // namespace stepscope::tfprof
