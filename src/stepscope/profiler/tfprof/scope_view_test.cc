@@ -402,6 +402,19 @@ namespace {
 
 // The scope tree's shape on names whose scopes sort unlike their characters ('-' < '/' < '0'),
 // with empty components and a node that is also a scope.
+// The tree as text: "name#node(children...)" from the root down (#node where a node has the name).
+std::string render_scope_tree(const ViewTree& tree) {
+  std::function<std::string(int32_t)> render = [&](int32_t e) {
+    const ViewTree::Entry& entry = tree.entries[e];
+    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
+    if (entry.children.empty()) return out;
+    out += "(";
+    for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);
+    return out + ")";
+  };
+  return render(tree.root);
+}
+
 TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
   ProfileModel model;
   for (const char* name : {"a/b/c", "a/b0", "a/b-x", "a", "z//d", "/lead"}) {
@@ -411,15 +424,7 @@ TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
     model.add_node(std::move(node));
   }
   const ViewTree tree = build_scope_tree(model);
-  std::function<std::string(int32_t)> render = [&](int32_t e) {
-    const ViewTree::Entry& entry = tree.entries[e];
-    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
-    if (entry.children.empty()) return out;
-    out += "(";
-    for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);
-    return out + ")";
-  };
-  EXPECT_EQ(render(tree.root), "_TFProfRoot((/lead#5) a#3(a/b(a/b/c#0) a/b-x#2 a/b0#1) z(z/(z//d#4)))");
+  EXPECT_EQ(render_scope_tree(tree), "_TFProfRoot((/lead#5) a#3(a/b(a/b/c#0) a/b-x#2 a/b0#1) z(z/(z//d#4)))");
 }
 
 // The tree takes a node's scopes shared with the previous node's name without a lookup: names
@@ -434,15 +439,7 @@ TEST(ScopeTree, NeighboursSharingPrefixesButNotScopesLandInTheirOwn) {
     model.add_node(std::move(node));
   }
   const ViewTree tree = build_scope_tree(model);
-  std::function<std::string(int32_t)> render = [&](int32_t e) {
-    const ViewTree::Entry& entry = tree.entries[e];
-    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
-    if (entry.children.empty()) return out;
-    out += "(";
-    for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);
-    return out + ")";
-  };
-  EXPECT_EQ(render(tree.root),
+  EXPECT_EQ(render_scope_tree(tree),
             "_TFProfRoot(a#6(a/b#5(a/b/c#2(a/b/c/e#7) a/b/d#4) a/c#1 a/x(a/x/y#3)) ab#9(ab/c#0(ab/c/f#8)))");
 }
 
