@@ -2,12 +2,13 @@
 // charges ~2 µs for each 4 KiB page it maps, and 2 MiB pages make one fault in 512 of those.
 //
 // Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a tfprof view's text (a
-// 10^4-deep chain's graph view writes 100 MB of indentation: twice as fast), and the profiler's
-// model and view arrays of a big graph. Not on what a traced step writes: advising a step's
-// StepStats arrays made a fresh RunMetadata's second traced run at 10^6 ops ~40% slower (most
-// likely the kernel zeroing 2 MiB ahead of the writes, out of cache by the time they come,
-// where a 4 KiB page is zeroed and written while hot), and the plan's labels and the allocation
-// logs showed no gain beyond this VM's noise.
+// 10^4-deep chain's graph view writes 100 MB of indentation: twice as fast). A view's working
+// arrays and scope tree have it too (a 10^6-node scope view: 2.2-3.7 s with, 2.8-3.7 s without).
+// Not on what a traced step writes: advising a step's StepStats arrays made a fresh
+// RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
+// ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
+// written while hot), and the plan's labels and the allocation logs showed no gain beyond this
+// VM's noise.
 //
 // Only advice: on a kernel with huge pages off (or "never") nothing changes, and the memory is
 // the same memory.

@@ -152,8 +152,8 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
       if (records->empty()) continue;
       AllocatorMemoryUsed used;
       used.allocator_name = StepStats::intern(allocator);
-      used.allocation_records = *records;  // store_memory stores them (a view of the step's own would dangle when
-                                          // its array grows)
+      // store_memory stores the records: a view into the step's own array would dangle when it grows.
+      used.allocation_records = *records;
       memory.push_back(used);
     }
     ns.memory = step.store_memory(memory);
@@ -195,8 +195,8 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
   step.base_ns = 3000;
   step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
   for (int i = 0; i < 40; ++i)
-    node(i % 2 ? "hidden/MatMul" : "gradients/hidden/MatMul_grad/MatMul", 3001 + i, {{3001 + i, 8}, {3002 + i, -8}},
-         {}, {{"cpu", 8}});
+    node(i % 2 ? "hidden/MatMul" : "gradients/hidden/MatMul_grad/MatMul", 3001 + i, {{3001 + i, 8}, {3002 + i, -8}}, {},
+         {{"cpu", 8}});
   node("hidden/BiasAdd", 2990, {{2990, 64}, {3020, -64}}, {}, {{"cpu", 64}});
   const MemoryByKind late = memory_by_kind(m.graph, step);
   expect_same(late, by_timeline(m.graph, step), "records far out of order");

@@ -139,7 +139,6 @@ struct Timeline::Impl {
   mutable std::once_flag dataflow_done, memory_done, flops_done;
 
   void build(std::span<const StepStats* const> window_steps, std::span<const int64_t> numbers);
-  // The graph's node that `ns` recorded: by id when the names agree, else by name; null if none.
   // lane_lists: each device's lanes (the end of each lane's last node), kept across the steps
   // of a window so that later steps reuse the lanes.
   void analyze_step(size_t k, std::vector<std::vector<int64_t>>& lane_lists);

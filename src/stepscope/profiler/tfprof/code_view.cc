@@ -211,11 +211,15 @@ CodeTree build_code_tree(const ProfileModel& model) {
   const std::vector<int32_t> by_name = model.order_by_name();
 
   const auto traced = [&](const ModelNode& node) { return !model.site_of(node).file.empty() || !node.stack.empty(); };
-  std::string_view forward;
+  const auto is_gradient = [](std::string_view name) {
+    std::string_view forward;
+    return forward_name_of_gradient(name, &forward);
+  };
   std::map<std::string_view, std::vector<int32_t>> gradients;  // forward name -> gradient nodes
   for (int32_t index : by_name) {
     const ModelNode& node = model.nodes[index];
     if (!traced(node)) continue;
+    std::string_view forward;
     if (forward_name_of_gradient(node.name, &forward)) {
       gradients[forward].push_back(index);
       continue;
@@ -225,7 +229,7 @@ CodeTree build_code_tree(const ProfileModel& model) {
   // A gradient's forward node: the model's node of that name, if it went in above.
   for (const auto& [name, grads] : gradients) {
     const int32_t f = model.find(name);
-    if (f < 0 || !traced(model.nodes[f]) || forward_name_of_gradient(model.nodes[f].name, &forward)) {
+    if (f < 0 || !traced(model.nodes[f]) || is_gradient(model.nodes[f].name)) {
       ++tree.unaccounted_gradients;
       continue;
     }

@@ -73,13 +73,13 @@ struct TreeQuery {
     return kept;
   }
   bool account_scope_entry(int32_t e) {
-    std::vector<int32_t>& kept_children = show_children[e];  // filled in place: keep() reads it
+    std::vector<int32_t>& kept_children = show_children[e];  // filled in place: keep() reads it there
     kept_children.clear();
     for (int32_t c : tree.entries[e].children)
       if (account_scope_entry(c)) kept_children.push_back(c);
     account[e] = reaccount(e);
     if (!account[e] && kept_children.empty()) return false;
-    keep(e, kept_children);
+    keep(e);
     return true;
   }
 
@@ -112,7 +112,8 @@ struct TreeQuery {
         std::vector<int32_t>& parent_kept = stack.empty() ? kept : stack.back().kept_children;
         account[done.e] = reaccount(done.e);
         if (account[done.e]) {
-          keep(done.e, done.kept_children);
+          show_children[done.e] = std::move(done.kept_children);
+          keep(done.e);
           parent_kept.push_back(done.e);
         } else {
           parent_kept.insert(parent_kept.end(), done.kept_children.begin(), done.kept_children.end());
@@ -122,11 +123,11 @@ struct TreeQuery {
     return kept;
   }
 
-  void keep(int32_t e, const std::vector<int32_t>& kept_children) {
+  // A kept node's totals: its own statistics and its kept children's (show_children[e]) totals.
+  void keep(int32_t e) {
     reset_totals(protos[e]);
     add_self_to_totals(protos[e]);
-    for (int32_t c : kept_children) aggregate_totals(protos[e], protos[c]);
-    if (&kept_children != &show_children[e]) show_children[e] = kept_children;
+    for (int32_t c : show_children[e]) aggregate_totals(protos[e], protos[c]);
   }
 
   // The first nodes matching start_name_regexes on each branch, in depth-first order (an
