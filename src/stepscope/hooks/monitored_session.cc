@@ -112,8 +112,15 @@ FetchResult HookedSession::run(const Fetch& fetches, const FeedList& feeds, RunO
     if (hook_fetches[i]) hook_fetches[i]->flatten(outputs, targets);
   }
   hook_begin[hooks_.size()] = outputs.size();
-  RunMetadata own_metadata;
-  RunMetadata* metadata = run_metadata ? run_metadata : &own_metadata;
+  RunMetadata* metadata = run_metadata;
+  if (!metadata) {
+    metadata = &own_metadata_;
+    // As fresh, but for the statistics' arrays, which a traced run refills.
+    if (merged.trace_level == TraceLevel::kNoTrace) metadata->step_stats = {};
+    metadata->step_timing = {};
+    metadata->partition_graphs.clear();
+    metadata->input_stages.clear();
+  }
   // The hooks' own time, when a hook asked for step timing (a clock reading costs ~25 ns).
   const bool timing = merged.collect_step_timing;
   SessionRunValues run_values{.results = {},

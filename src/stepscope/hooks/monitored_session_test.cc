@@ -298,7 +298,7 @@ TEST(MonitoredSession, MergeCallerAndHookRunOptions) {
   EXPECT_GT(caller_metadata.partition_graphs.size(), 0u);
 }
 
-TEST(MonitoredSession, FreshRunMetadataPerCallWhenTheCallerGivesNone) {
+TEST(MonitoredSession, AFreshRunMetadataPerCallWhenTheCallerGivesNone) {
   Graph g;
   Scope s(g);
   Output c = constant(s, 1);
@@ -319,6 +319,33 @@ TEST(MonitoredSession, FreshRunMetadataPerCallWhenTheCallerGivesNone) {
   sess.run(c, {}, nullptr, &mine);
   sess.run(c, {}, nullptr, &mine);
   EXPECT_EQ(saw_marker, (std::vector<bool>{false, false, false, true}));  // the caller's, both times
+}
+
+// The session's own RunMetadata is reused (its statistics' arrays), but each call sees it as
+// fresh: an untraced run after a traced one shows no statistics, timing nor input stages.
+TEST(MonitoredSession, AnUntracedRunAfterATracedOneSeesNoStatistics) {
+  Graph g;
+  Scope s(g);
+  Output c = constant(s, 1);
+  RecordingHook hook;
+  MonitoredSession sess(g, {&hook});
+  auto run_traced = [&](bool traced) {
+    hook.request =
+        SessionRunArgs{.options = RunOptions{.trace_level = traced ? TraceLevel::kFullTrace : TraceLevel::kNoTrace}};
+    sess.run(c);
+  };
+  run_traced(true);
+  ASSERT_FALSE(hook.last_run_metadata.step_stats.dev_stats.empty());
+  EXPECT_GT(hook.last_run_metadata.step_timing.wall_ns, 0);
+  run_traced(false);
+  EXPECT_TRUE(hook.last_run_metadata.step_stats.dev_stats.empty());
+  EXPECT_EQ(hook.last_run_metadata.step_timing.wall_ns, 0);
+  EXPECT_TRUE(hook.last_run_metadata.input_stages.empty());
+  run_traced(true);
+  run_traced(true);  // into the arrays of the run before
+  ASSERT_EQ(hook.last_run_metadata.step_stats.dev_stats.size(), 1u);
+  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats[0].node_stats.size(), 1u);
+  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats[0].node_stats[0].node_name, c.node->name());
 }
 
 // =================================================================================================
