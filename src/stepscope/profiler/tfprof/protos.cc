@@ -20,7 +20,7 @@ void append_int(std::string& out, std::string_view key, int64_t v) {
   out += std::to_string(v);
 }
 
-void append_dims(std::string& out, const std::vector<int64_t>& dims) {
+void append_dims(std::string& out, std::span<const int64_t> dims) {
   out += '[';
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) out += ',';
@@ -97,7 +97,7 @@ AdvisorOptions AdvisorOptions::tensorflow() {
 
 AdvisorOptions AdvisorOptions::all() {
   AdvisorOptions o = tensorflow();
-  o.checkers["CriticalPathChecker"];  // stepscope's own (profiler/tfprof/internal/critical_path_checker.h)
+  o.checkers["CriticalPathChecker"];   // stepscope's own (profiler/tfprof/internal/critical_path_checker.h)
   o.checkers["InputPipelineChecker"];  // stepscope's own (profiler/tfprof/internal/input_pipeline_checker.h)
   return o;
 }

@@ -1,0 +1,64 @@
+#include "stepscope/profiler/tfprof/protos.h"
+
+#include <gtest/gtest.h>
+
+namespace stepscope {
+namespace {
+
+TEST(InputShapes, EntriesComeBackInOrderWithTheirDims) {
+  InputShapes shapes;
+  EXPECT_TRUE(shapes.empty());
+  EXPECT_EQ(shapes.begin(), shapes.end());
+  const std::vector<int64_t> matrix{32, 8};
+  shapes.add(0, matrix);
+  shapes.add(1, {});  // an unknown shape
+  shapes.add(3, std::vector<int64_t>{1});
+  EXPECT_FALSE(shapes.empty());
+  EXPECT_EQ(shapes.size(), 3u);
+  std::vector<int32_t> indices;
+  std::vector<std::vector<int64_t>> dims;
+  for (const auto& [index, d] : shapes) {
+    indices.push_back(index);
+    dims.emplace_back(d.begin(), d.end());
+  }
+  EXPECT_EQ(indices, (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(dims, (std::vector<std::vector<int64_t>>{{32, 8}, {}, {1}}));
+  EXPECT_EQ(shapes.at(0), matrix);
+  EXPECT_TRUE(shapes.at(1).empty());
+  EXPECT_TRUE(shapes.contains(3));
+  EXPECT_FALSE(shapes.contains(2));
+}
+
+TEST(InputShapes, AtAnInputWithoutAShapeThrowsNamingIt) {
+  const InputShapes shapes{{0, {4}}};
+  try {
+    shapes.at(2);
+    FAIL() << "no exception";
+  } catch (const std::out_of_range& e) {
+    EXPECT_STREQ(e.what(), "no input shape for input 2");
+  }
+}
+
+TEST(InputShapes, EqualWhenTheSameEntries) {
+  InputShapes built;
+  built.reserve(2, 3);
+  built.add(0, std::vector<int64_t>{2, 3});
+  built.add(1, std::vector<int64_t>{3});
+  EXPECT_EQ(built, (InputShapes{{0, {2, 3}}, {1, {3}}}));
+  EXPECT_NE(built, (InputShapes{{0, {2}}, {1, {3, 3}}}));  // the same numbers, split otherwise
+  EXPECT_NE(built, (InputShapes{{0, {2, 3}}, {2, {3}}}));
+  built.clear();
+  EXPECT_TRUE(built.empty());
+  EXPECT_EQ(built, InputShapes());
+}
+
+TEST(InputShapes, JsonIsAnObjectKeyedByTheInputIndex) {
+  GraphNodeProto node;
+  node.name = "add";
+  node.input_shapes = {{0, {2, 3}}, {1, {}}};
+  const std::string json = to_json(node);
+  EXPECT_NE(json.find("\"input_shapes\":{\"0\":[2,3],\"1\":[]}"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace stepscope
