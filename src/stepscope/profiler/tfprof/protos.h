@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -35,8 +36,11 @@ class InputShapes {
   };
   class iterator {
    public:
+    using iterator_category = std::forward_iterator_tag;
     using value_type = Entry;
     using difference_type = std::ptrdiff_t;
+    using reference = Entry;  // made on the fly: dereference gives a value
+    using pointer = void;
     iterator() = default;
     Entry operator*() const { return {static_cast<int32_t>(at_[0]), {at_ + 2, static_cast<size_t>(at_[1])}}; }
     iterator& operator++() {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 namespace stepscope {
 namespace {
 
@@ -25,6 +27,7 @@ TEST(InputShapes, EntriesComeBackInOrderWithTheirDims) {
   EXPECT_EQ(dims, (std::vector<std::vector<int64_t>>{{32, 8}, {}, {1}}));
   EXPECT_EQ(shapes.at(0), matrix);
   EXPECT_TRUE(shapes.at(1).empty());
+  EXPECT_EQ(std::distance(shapes.begin(), shapes.end()), 3);
   EXPECT_TRUE(shapes.contains(3));
   EXPECT_FALSE(shapes.contains(2));
 }
