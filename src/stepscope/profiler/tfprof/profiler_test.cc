@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
-#include "stepscope/base/file_io.h"
-#include "stepscope/testing/trace_validator.h"
 #include "stepscope/runtime/session.h"
+#include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/layers.h"
 #include "stepscope/train/optimizer.h"
 
@@ -111,7 +111,8 @@ TEST_F(ProfilerTest, StatisticsOfRealSteps) {
   // max(allocated, requested) as TensorFlow: the allocator's block (header, size class) counts.
   EXPECT_GE(matmul->output_bytes, 32 * 16 * 4);
   EXPECT_GE(matmul->requested_bytes, 32 * 16 * 4);
-  EXPECT_EQ(matmul->devices, std::vector<std::string>{"/job:localhost/replica:0/task:0/device:cpu:0"});
+  EXPECT_EQ(std::vector<std::string>(matmul->devices.begin(), matmul->devices.end()),
+            std::vector<std::string>{"/job:localhost/replica:0/task:0/device:cpu:0"});
   EXPECT_EQ(matmul->input_shapes.at(0), (std::vector<int64_t>{32, 8}));
   EXPECT_EQ(matmul->input_shapes.at(1), (std::vector<int64_t>{8, 16}));
 
@@ -318,8 +319,8 @@ TEST_F(ProfilerTest, AProfileFromRunMetadataAloneSavesAndLoads) {
   const Profiler loaded = Profiler::load(path);
   EXPECT_EQ(loaded.serialize_to_string(), from_records.serialize_to_string());
   const auto& model = loaded.model();
-  const auto matmul = std::find_if(model.nodes.begin(), model.nodes.end(),
-                                   [](const tfprof::ModelNode& n) { return n.op == "MatMul"; });
+  const auto matmul =
+      std::find_if(model.nodes.begin(), model.nodes.end(), [](const tfprof::ModelNode& n) { return n.op == "MatMul"; });
   ASSERT_NE(matmul, model.nodes.end());
   EXPECT_EQ(matmul->inputs.size(), 2u);  // from its label
   auto o = quiet(ProfileOptionBuilder().select({"input_shapes"}).build());

@@ -1,6 +1,9 @@
 #include "stepscope/profiler/tfprof/protos.h"
 
 #include <cstdio>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
 
 #include "stepscope/base/json_out.h"
 
@@ -109,6 +112,21 @@ std::string AdviceProto::text() const {
     for (const std::string& r : checker.reports) out += r + "\n";
   }
   return out;
+}
+
+std::span<const std::string> device_list(std::string_view device) {
+  static std::mutex mutex;
+  // Never destroyed: a result may be read during static destruction. A deque keeps each name
+  // where it is as others join.
+  static auto* names = new std::deque<std::string>();
+  static auto* index = new std::unordered_map<std::string_view, const std::string*>();
+  std::lock_guard lock(mutex);
+  auto it = index->find(device);
+  if (it == index->end()) {
+    const std::string& kept = names->emplace_back(device);
+    it = index->emplace(kept, &kept).first;
+  }
+  return {it->second, 1};
 }
 
 std::string to_json(const GraphNodeProto& node) {

@@ -18,6 +18,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -117,7 +118,9 @@ struct GraphNodeProto {
   int64_t output_bytes = 0;
   int64_t parameters = 0;
   int64_t float_ops = 0;
-  std::vector<std::string> devices;
+  // The node's device (none for a synthetic node): a view of the process's one copy of that
+  // name (see device_list), so that a view's million nodes do not each allocate it.
+  std::span<const std::string> devices;
 
   int64_t total_definition_count = 0;
   int64_t total_run_count = 0;
@@ -211,6 +214,10 @@ inline constexpr NodeStatistic<Proto> kNodeStatistics[] = {
     {"parameters", &Proto::parameters, &Proto::total_parameters},
     {"float_ops", &Proto::float_ops, &Proto::total_float_ops},
 };
+
+// The one-device list {device}, for GraphNodeProto::devices: kept for the rest of the process,
+// one per distinct name (a process sees a handful of devices; each costs its name's bytes).
+std::span<const std::string> device_list(std::string_view device);
 
 std::string to_json(const GraphNodeProto& node);
 std::string to_json(const MultiGraphNodeProto& node);

@@ -63,5 +63,25 @@ TEST(InputShapes, JsonIsAnObjectKeyedByTheInputIndex) {
   EXPECT_NE(json.find("\"input_shapes\":{\"0\":[2,3],\"1\":[]}"), std::string::npos) << json;
 }
 
+TEST(DeviceList, OneCopyOfEachNameThatStaysWhereItIs) {
+  const std::span<const std::string> cpu = device_list("/job:localhost/replica:0/task:0/device:CPU:0");
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0], "/job:localhost/replica:0/task:0/device:CPU:0");
+  const std::span<const std::string> gpu = device_list("/job:localhost/replica:0/task:0/device:GPU:0");
+  EXPECT_EQ(gpu[0], "/job:localhost/replica:0/task:0/device:GPU:0");
+  EXPECT_NE(gpu.data(), cpu.data());
+  for (int i = 0; i < 1000; ++i) device_list("/job:worker/replica:0/task:" + std::to_string(i) + "/device:CPU:0");
+  EXPECT_EQ(device_list(std::string("/job:localhost/replica:0/task:0/device:CPU:0")).data(), cpu.data());
+  EXPECT_EQ(cpu[0], "/job:localhost/replica:0/task:0/device:CPU:0");  // not moved by the names that came after
+}
+
+TEST(DeviceList, JsonWritesTheNodesDevicesAsAnArray) {
+  GraphNodeProto node;
+  node.name = "add";
+  EXPECT_NE(to_json(node).find("\"devices\":[]"), std::string::npos);
+  node.devices = device_list("/device:CPU:0");
+  EXPECT_NE(to_json(node).find("\"devices\":[\"/device:CPU:0\"]"), std::string::npos) << to_json(node);
+}
+
 }  // namespace
 }  // namespace stepscope

@@ -42,12 +42,12 @@ void init_graph_node_stats(GraphNodeProto& p, int32_t index, const ProfileModel&
 
 void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model) {
   p.name.assign(name);
-  p.devices.clear();
+  p.devices = {};
   p.shapes.clear();
   p.input_shapes.clear();
   if (index < 0) return;
   const ModelNode& node = model.nodes[index];
-  if (node.device >= 0) p.devices.push_back(model.devices[node.device]);
+  if (node.device >= 0) p.devices = device_list(model.devices[node.device]);
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
   if (node.input_shapes_known) {
     // tfprof's dims (see tfprof_dims) without a vector each: a scalar is {1}, unknown {}.
