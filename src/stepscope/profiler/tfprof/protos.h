@@ -102,12 +102,10 @@ class InputShapes {
   size_t size_ = 0;
 };
 
-// A node of the scope or graph view: one graph node (or a synthetic parent: the root
-// "_TFProfRoot", a name scope with no node of its own). The plain fields are the node's own
-// statistics for the chosen step (or the average over steps), the total_* fields those of the
-// node and every accounted descendant.
-struct GraphNodeProto {
-  std::string name;
+// The numbers of a GraphNodeProto: the node's own statistics for the chosen step (or the
+// average over steps) and the total_* of the node and every accounted descendant. A view
+// accounts, filters and sorts on these alone, then makes the protos it shows.
+struct GraphNodeStats {
   int64_t run_count = 0;
   int64_t exec_micros = 0;
   int64_t accelerator_exec_micros = 0;
@@ -118,9 +116,6 @@ struct GraphNodeProto {
   int64_t output_bytes = 0;
   int64_t parameters = 0;
   int64_t float_ops = 0;
-  // The node's device (none for a synthetic node): a view of the process's one copy of that
-  // name (see device_list), so that a view's million nodes do not each allocate it.
-  std::span<const std::string> devices;
 
   int64_t total_definition_count = 0;
   int64_t total_run_count = 0;
@@ -133,7 +128,15 @@ struct GraphNodeProto {
   int64_t total_output_bytes = 0;
   int64_t total_parameters = 0;
   int64_t total_float_ops = 0;
+};
 
+// A node of the scope or graph view: one graph node (or a synthetic parent: the root
+// "_TFProfRoot", a name scope with no node of its own), its numbers and what it is.
+struct GraphNodeProto : GraphNodeStats {
+  std::string name;
+  // The node's device (none for a synthetic node): a view of the process's one copy of that
+  // name (see device_list), so that a view's million nodes do not each allocate it.
+  std::span<const std::string> devices;
   std::vector<std::vector<int64_t>> shapes;  // the variable's shape, for parameters
   InputShapes input_shapes;                  // by input index
   std::vector<GraphNodeProto> children;      // the displayed children, in display order

@@ -16,7 +16,7 @@ struct TreeQuery {
   const std::vector<NodeStats>& stats;
   const ViewOptions& o;
   std::string_view synthetic_op_type;
-  std::vector<GraphNodeProto> protos;
+  std::vector<GraphNodeStats> numbers;  // each entry's: a shown one's proto is made last (format)
   std::vector<char> account;
   std::vector<std::vector<int32_t>> show_children;
   // Each shown entry's indentation, and their sum and count: the text is written at the end, in
@@ -32,7 +32,7 @@ struct TreeQuery {
         stats(s),
         o(opts),
         synthetic_op_type(synthetic),
-        protos(sized_huge<GraphNodeProto>(t.entries.size())),
+        numbers(sized_huge<GraphNodeStats>(t.entries.size())),
         account(t.entries.size(), 0),
         show_children(sized_huge<std::vector<int32_t>>(t.entries.size())),
         indents(t.entries.size(), 0),
@@ -46,7 +46,7 @@ struct TreeQuery {
   // ReAccount: re-reads the node's statistics, then matches its op types.
   bool reaccount(int32_t e) {
     const ViewTree::Entry& entry = tree.entries[e];
-    init_graph_node_stats(protos[e], entry.node, model, stats);  // the name and shapes come in format()
+    init_graph_node_stats(numbers[e], entry.node, model, stats);  // the name and shapes come in format()
     if (o.account.is_all()) return true;
     if (const ModelNode* n = model_node(e)) {
       for (std::string_view type : n->op_types)
@@ -57,9 +57,8 @@ struct TreeQuery {
   }
 
   bool should_show(int32_t e, int depth) const {
-    const GraphNodeProto& p = protos[e];
     if (e == tree.root) return true;
-    return passes_floors(p, o, depth) && passes_names(tree.entries[e].name, o);
+    return passes_floors(numbers[e], o, depth) && passes_names(tree.entries[e].name, o);
   }
 
   bool should_trim(int32_t e) const { return !o.trim.empty() && o.trim.matches(tree.entries[e].name); }
@@ -125,9 +124,9 @@ struct TreeQuery {
 
   // A kept node's totals: its own statistics and its kept children's (show_children[e]) totals.
   void keep(int32_t e) {
-    reset_totals(protos[e]);
-    add_self_to_totals(protos[e]);
-    for (int32_t c : show_children[e]) aggregate_totals(protos[e], protos[c]);
+    reset_totals(numbers[e]);
+    add_self_to_totals(numbers[e]);
+    for (int32_t c : show_children[e]) aggregate_totals(numbers[e], numbers[c]);
   }
 
   // The first nodes matching start_name_regexes on each branch, in depth-first order (an
@@ -166,14 +165,14 @@ struct TreeQuery {
       if (show) {
         show_children[e].clear();
         if (o.account_displayed_op_only) {
-          reset_totals(protos[e]);
-          add_self_to_totals(protos[e]);
+          reset_totals(numbers[e]);
+          add_self_to_totals(numbers[e]);
         }
-        sort_by_order(shown_children, protos, o.order_by,
+        sort_by_order(shown_children, numbers, o.order_by,
                       [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
         for (int32_t c : shown_children) {
           show_children[e].push_back(c);
-          if (o.account_displayed_op_only) aggregate_totals(protos[e], protos[c]);
+          if (o.account_displayed_op_only) aggregate_totals(numbers[e], numbers[c]);
         }
         indents[e] = last_indent;
         indent_bytes += static_cast<size_t>(last_indent);
@@ -196,12 +195,13 @@ struct TreeQuery {
     text += '\n';
   }
 
-  // Each entry is shown once (print's `once`): its proto moves into its place in the result.
+  // Each entry is shown once (print's `once`): its proto is made in its place in the result.
   void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
     out.children.reserve(show_children[e].size());
     for (int32_t c : show_children[e]) {
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
-      GraphNodeProto& child = out.children.emplace_back(std::move(protos[c]));
+      GraphNodeProto& child = out.children.emplace_back();
+      static_cast<GraphNodeStats&>(child) = numbers[c];
       finish(c, child, text);
       format(c, text, child, displayed);
     }
@@ -209,12 +209,12 @@ struct TreeQuery {
 
   GraphViewResult run(bool graph_view) {
     const int32_t root = tree.root;
-    init_graph_node_stats(protos[root], -1, model, stats);
-    reset_totals(protos[root]);
+    init_graph_node_stats(numbers[root], -1, model, stats);
+    reset_totals(numbers[root]);
     show_children[root].clear();
     std::vector<int32_t> roots =
         graph_view ? account_graph(tree.entries[root].children) : account_scope(tree.entries[root].children);
-    for (int32_t e : roots) aggregate_totals(protos[root], protos[e]);
+    for (int32_t e : roots) aggregate_totals(numbers[root], numbers[e]);
     if (!o.start.is_all()) {
       std::fill(visited.begin(), visited.end(), 0);
       roots = search_root(roots, graph_view);
@@ -225,7 +225,7 @@ struct TreeQuery {
 
     GraphViewResult result;
     result.text = graph_legend(o);
-    result.root = std::move(protos[root]);
+    static_cast<GraphNodeStats&>(result.root) = numbers[root];
     const size_t legend_bytes = result.text.size();
     finish(root, result.root, result.text);
     // Room for every line: the root's line with some more for a longer name, each. Pages of the

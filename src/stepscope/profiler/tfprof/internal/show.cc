@@ -15,16 +15,16 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
 
 void init_graph_node(GraphNodeProto& p, std::string_view name, int32_t index, const ProfileModel& model,
                      const std::vector<NodeStats>& stats) {
+  p.children.clear();
   init_graph_node_stats(p, index, model, stats);
   init_graph_node_details(p, name, index, model);
 }
 
-void init_graph_node_stats(GraphNodeProto& p, int32_t index, const ProfileModel& model,
+void init_graph_node_stats(GraphNodeStats& p, int32_t index, const ProfileModel& model,
                            const std::vector<NodeStats>& stats) {
-  p.children.clear();
   if (index < 0) {
     p.run_count = 0;
-    for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.self = 0;
+    for (const auto& s : kNodeStatistics<GraphNodeStats>) p.*s.self = 0;
     return;
   }
   const NodeStats& s = stats[index];
@@ -63,10 +63,9 @@ void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t i
   }
 }
 
-void reset_totals(GraphNodeProto& p) {
+void reset_totals(GraphNodeStats& p) {
   p.total_definition_count = p.total_run_count = 0;
-  for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.total = 0;
-  p.children.clear();
+  for (const auto& s : kNodeStatistics<GraphNodeStats>) p.*s.total = 0;
 }
 
 void reset_totals(MultiGraphNodeProto& p) {
@@ -74,27 +73,27 @@ void reset_totals(MultiGraphNodeProto& p) {
   p.children.clear();
 }
 
-void add_self_to_totals(GraphNodeProto& p) {
+void add_self_to_totals(GraphNodeStats& p) {
   p.total_definition_count += 1;
   p.total_run_count += p.run_count;
-  for (const auto& s : kNodeStatistics<GraphNodeProto>) p.*s.total += p.*s.self;
+  for (const auto& s : kNodeStatistics<GraphNodeStats>) p.*s.total += p.*s.self;
 }
 
 void add_self_to_totals(MultiGraphNodeProto& p) {
   for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) p.*s.total += p.*s.self;
 }
 
-void aggregate_totals(GraphNodeProto& into, const GraphNodeProto& from) {
+void aggregate_totals(GraphNodeStats& into, const GraphNodeStats& from) {
   into.total_run_count += from.total_run_count;
   into.total_definition_count += from.total_definition_count;
-  for (const auto& s : kNodeStatistics<GraphNodeProto>) into.*s.total += from.*s.total;
+  for (const auto& s : kNodeStatistics<GraphNodeStats>) into.*s.total += from.*s.total;
 }
 
 void aggregate_totals(MultiGraphNodeProto& into, const MultiGraphNodeProto& from) {
   for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) into.*s.total += from.*s.total;
 }
 
-bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth) {
+bool passes_floors(const GraphNodeStats& p, const ViewOptions& o, int depth) {
   return !(p.total_requested_bytes < o.min_bytes || p.total_peak_bytes < o.min_peak_bytes ||
            p.total_residual_bytes < o.min_residual_bytes || p.total_output_bytes < o.min_output_bytes ||
            p.total_exec_micros < o.min_micros || p.total_accelerator_exec_micros < o.min_accelerator_micros ||

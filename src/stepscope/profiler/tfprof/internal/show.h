@@ -21,21 +21,22 @@ void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index
 // Its two halves: the numbers (what accounting, the floors and the sort read), and the name,
 // devices and shapes (what only a displayed node needs: the tree views fill them in last, in the
 // result's own proto, so a node costs its allocations once).
-void init_graph_node_stats(GraphNodeProto& proto, int32_t index, const ProfileModel& model,
+void init_graph_node_stats(GraphNodeStats& numbers, int32_t index, const ProfileModel& model,
                            const std::vector<NodeStats>& stats);
 void init_graph_node_details(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model);
 
-void reset_totals(GraphNodeProto& p);
+// (A MultiGraphNodeProto's children are cleared too.)
+void reset_totals(GraphNodeStats& p);
 void reset_totals(MultiGraphNodeProto& p);
-void add_self_to_totals(GraphNodeProto& p);
+void add_self_to_totals(GraphNodeStats& p);
 void add_self_to_totals(MultiGraphNodeProto& p);
-void aggregate_totals(GraphNodeProto& into, const GraphNodeProto& from);
+void aggregate_totals(GraphNodeStats& into, const GraphNodeStats& from);
 void aggregate_totals(MultiGraphNodeProto& into, const MultiGraphNodeProto& from);
 
 // The min_* floors and max_depth (not the name regexes). Scope/graph views compare the totals,
 // except parameters, float ops and occurrence (the node's own); op/code views compare the
 // totals of parameters and float ops too and leave min_occurrence to the op view.
-bool passes_floors(const GraphNodeProto& p, const ViewOptions& o, int depth);
+bool passes_floors(const GraphNodeStats& p, const ViewOptions& o, int depth);
 bool passes_floors(const MultiGraphNodeProto& p, const ViewOptions& o, int depth);
 // show_name_regexes must match, hide_name_regexes must not.
 bool passes_names(std::string_view name, const ViewOptions& o);
