@@ -123,6 +123,13 @@ std::span<const std::string> device_list(std::string_view device) {
   std::lock_guard lock(mutex);
   auto it = index->find(device);
   if (it == index->end()) {
+    // A bound on what the process keeps: no real job has this many devices, a hostile profile
+    // file could name millions.
+    if (names->size() >= kMaxDeviceNames) {
+      it = index->find(kTooManyDeviceNames);
+      if (it != index->end()) return {it->second, 1};
+      device = kTooManyDeviceNames;
+    }
     const std::string& kept = names->emplace_back(device);
     it = index->emplace(kept, &kept).first;
   }

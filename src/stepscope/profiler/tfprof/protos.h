@@ -65,7 +65,8 @@ class InputShapes {
   InputShapes(std::initializer_list<std::pair<int32_t, std::vector<int64_t>>> entries) {
     for (const auto& [index, dims] : entries) add(index, dims);
   }
-  // After every entry already there: `index` must be greater than theirs.
+  // An entry after those already there (iteration keeps the order of adding; the views add
+  // them by ascending index, as tfprof's map orders them).
   void add(int32_t index, std::span<const int64_t> dims) {
     packed_.push_back(index);
     packed_.push_back(static_cast<int64_t>(dims.size()));
@@ -219,8 +220,11 @@ inline constexpr NodeStatistic<Proto> kNodeStatistics[] = {
 };
 
 // The one-device list {device}, for GraphNodeProto::devices: kept for the rest of the process,
-// one per distinct name (a process sees a handful of devices; each costs its name's bytes).
+// one per distinct name (a process sees a handful of devices; each costs its name's bytes). Past
+// kMaxDeviceNames distinct names, every new one's list is {kTooManyDeviceNames}.
 std::span<const std::string> device_list(std::string_view device);
+inline constexpr size_t kMaxDeviceNames = 65536;
+inline constexpr std::string_view kTooManyDeviceNames = "(more device names than stepscope keeps)";
 
 std::string to_json(const GraphNodeProto& node);
 std::string to_json(const MultiGraphNodeProto& node);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 
 namespace stepscope {
@@ -73,6 +75,22 @@ TEST(DeviceList, OneCopyOfEachNameThatStaysWhereItIs) {
   for (int i = 0; i < 1000; ++i) device_list("/job:worker/replica:0/task:" + std::to_string(i) + "/device:CPU:0");
   EXPECT_EQ(device_list(std::string("/job:localhost/replica:0/task:0/device:CPU:0")).data(), cpu.data());
   EXPECT_EQ(cpu[0], "/job:localhost/replica:0/task:0/device:CPU:0");  // not moved by the names that came after
+}
+
+// In a child process: the bound, once reached, stays for the rest of the process.
+TEST(DeviceListDeathTest, KeepsABoundedNumberOfNames) {
+  EXPECT_EXIT(
+      {
+        const std::span<const std::string> first = device_list("/job:bounded/replica:0/task:0/device:CPU:0");
+        for (size_t i = 0; i < kMaxDeviceNames; ++i) device_list("/job:hostile/task:" + std::to_string(i));
+        const bool bounded = device_list("/job:one/more")[0] == kTooManyDeviceNames &&
+                             device_list("/job:and/another").data() == device_list("/job:one/more").data();
+        // Names kept before the bound still have their own list.
+        const bool kept = device_list("/job:bounded/replica:0/task:0/device:CPU:0").data() == first.data();
+        std::fprintf(stderr, "bounded %d kept %d\n", bounded, kept);
+        std::exit(bounded && kept ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "bounded 1 kept 1");
 }
 
 TEST(DeviceList, JsonWritesTheNodesDevicesAsAnArray) {
