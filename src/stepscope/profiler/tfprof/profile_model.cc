@@ -39,10 +39,16 @@ bool counts_as_accelerator_time(std::string_view d) { return d.find("stream:all"
 
 bool is_placed_on_accelerator(std::string_view d) { return d.find("gpu") != std::string_view::npos; }
 
-std::vector<int64_t> tfprof_dims(const Shape& shape) {
+std::span<const int64_t> tfprof_dims_view(const Shape& shape) {
+  static constexpr int64_t kScalar[] = {1};
   if (!shape.known_rank()) return {};
-  if (shape.rank() == 0) return {1};
-  return shape.dim_vector();
+  if (shape.rank() == 0) return kScalar;
+  return shape.dims();
+}
+
+std::vector<int64_t> tfprof_dims(const Shape& shape) {
+  const std::span<const int64_t> dims = tfprof_dims_view(shape);
+  return {dims.begin(), dims.end()};
 }
 
 std::string_view ProfileModel::intern_type_name(std::string_view name) {

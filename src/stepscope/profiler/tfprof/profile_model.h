@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -128,9 +129,9 @@ struct ModelNode {
   // was added (ops/collective_trace.h gives its MPI call and bytes moved from it); 0 for others.
   int32_t collective_ranks = 0;
   // From the steps:
-  int32_t device = -1;                // canonical device: index into ProfileModel::devices
-  int32_t steps_run = 0;              // number of steps with a record of the node
-  OpTypes op_types;                   // set by its ProfileModel (update_op_types)
+  int32_t device = -1;    // canonical device: index into ProfileModel::devices
+  int32_t steps_run = 0;  // number of steps with a record of the node
+  OpTypes op_types;       // set by its ProfileModel (update_op_types)
 };
 
 // One node in one step (TensorFlow's ExecStep).
@@ -199,8 +200,10 @@ bool is_canonical_device(std::string_view lowercase_device);
 bool counts_as_accelerator_time(std::string_view lowercase_device);
 // Contains "gpu" (IsPlacedOnAccelerator).
 bool is_placed_on_accelerator(std::string_view lowercase_device);
-// tfprof's shape vector: scalar {1}, unknown rank {}, unknown dims -1.
+// tfprof's shape vector: scalar {1}, unknown rank {}, unknown dims -1. tfprof_dims_view is the
+// same without a vector (a view of the shape's own dims, or of a static {1}).
 std::vector<int64_t> tfprof_dims(const Shape& shape);
+std::span<const int64_t> tfprof_dims_view(const Shape& shape);
 
 // What the steps a ProfileModel no longer keeps contributed to one node: how many of them ran
 // it, and the sums of their NodeSteps (all_start/latest_end aside).
@@ -251,7 +254,7 @@ class ProfileModel {
   int32_t find(std::string_view name) const;  // -1 when absent
   // The nodes' indices in name order (the views list nodes so).
   std::vector<int32_t> order_by_name() const;
-  int32_t add_node(ModelNode node);           // appends and indexes it; returns its index
+  int32_t add_node(ModelNode node);  // appends and indexes it; returns its index
   int32_t intern_device(std::string_view device);
   bool has_code_traces() const;
   int32_t intern_frame(const SourceLocation& frame) { return frames.intern(frame); }

@@ -400,8 +400,6 @@ TEST_F(ScopeViewTest, JsonForm) {
 namespace stepscope::tfprof {
 namespace {
 
-// The scope tree's shape on names whose scopes sort unlike their characters ('-' < '/' < '0'),
-// with empty components and a node that is also a scope.
 // The tree as text: "name#node(children...)" from the root down (#node where a node has the name).
 std::string render_scope_tree(const ViewTree& tree) {
   std::function<std::string(int32_t)> render = [&](int32_t e) {
@@ -415,6 +413,8 @@ std::string render_scope_tree(const ViewTree& tree) {
   return render(tree.root);
 }
 
+// The scope tree's shape on names whose scopes sort unlike their characters ('-' < '/' < '0'),
+// with empty components and a node that is also a scope.
 TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
   ProfileModel model;
   for (const char* name : {"a/b/c", "a/b0", "a/b-x", "a", "z//d", "/lead"}) {

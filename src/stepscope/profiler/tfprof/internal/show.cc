@@ -50,16 +50,11 @@ void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t i
   if (node.device >= 0) p.devices = device_list(model.devices[node.device]);
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
   if (node.input_shapes_known) {
-    // tfprof's dims (see tfprof_dims) without a vector each: a scalar is {1}, unknown {}.
-    static constexpr int64_t kScalar[] = {1};
-    auto dims_of = [&](const Shape& shape) -> std::span<const int64_t> {
-      return !shape.known_rank() ? std::span<const int64_t>() : shape.rank() == 0 ? kScalar : shape.dims();
-    };
     size_t all_dims = 0;
-    for (const ModelInput& in : node.inputs) all_dims += dims_of(in.shape).size();
+    for (const ModelInput& in : node.inputs) all_dims += tfprof_dims_view(in.shape).size();
     p.input_shapes.reserve(node.inputs.size(), all_dims);
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      p.input_shapes.add(static_cast<int32_t>(i), dims_of(node.inputs[i].shape));
+      p.input_shapes.add(static_cast<int32_t>(i), tfprof_dims_view(node.inputs[i].shape));
   }
 }
 
