@@ -11,6 +11,8 @@
 //                     structure built then): µs a node (≤ 1 µs)
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
 //   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K]
+// (--only first K: a new session's first traced run, K times, to profile what a plan's first
+// traced step costs.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,7 +52,7 @@ double median_of(std::vector<double> times, const char* phase) {
   std::sort(times.begin(), times.end());
   if (!only_phase.empty() && only_phase == phase) {
     std::fprintf(stderr, "%s times (ms):", phase);
-    for (double t : times) std::fprintf(stderr, " %.2f", t * 1e3);
+    for (double t : times) std::fprintf(stderr, " %.4g", t * 1e3);
     std::fprintf(stderr, "\n");
   }
   return times[times.size() / 2];
@@ -100,6 +102,16 @@ Row measure(int64_t n) {
     RunMetadata first, second;
     row.fresh1_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &first); });
     row.fresh2_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &second); });
+  }
+  if (only_phase == "first") {  // a new session's plan each time, to run its first traced step under a profiler
+    std::vector<double> times;
+    for (int i = 0; i < only_repeat; ++i) {
+      Session again(g, {.inter_op_threads = 1});
+      again.run(feeds, {y});
+      RunMetadata first;
+      times.push_back(seconds_of([&] { again.run(feeds, {y}, {}, traced, &first); }));
+    }
+    row.fresh1_s = median_of(std::move(times), "first");
   }
   RunMetadata metadata;
   session.run(feeds, {y}, {}, traced, &metadata);
@@ -201,8 +213,9 @@ int main(int argc, char** argv) {
                    "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
-                   "  --only PHASE K: that phase alone, K times (untraced, fresh, reused, timeline, add_step,\n"
-                   "    scope, op, graph, code), to run under a profiler\n");
+                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, reused, timeline,\n"
+                   "    add_step, scope, op, graph, code; first: a new session's first traced run), to run under a\n"
+                   "    profiler\n");
       return arg == "--help" ? 0 : 2;
     }
   }

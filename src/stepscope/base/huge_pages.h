@@ -4,6 +4,9 @@
 // Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a tfprof view's text (a
 // 10^4-deep chain's graph view writes 100 MB of indentation: twice as fast). A view's working
 // arrays and scope tree have it too (a 10^6-node scope view: 2.2-3.7 s with, 2.8-3.7 s without).
+// A Profiler's model of the graph and a step's records in it (add_step of 10^6 nodes: 0.75x,
+// thirteenth session): arrays past glibc's mmap threshold (32 MiB at most) are fresh mappings,
+// faulted in again each time, where smaller ones come back from the heap already mapped.
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and

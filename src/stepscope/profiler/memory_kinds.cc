@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "stepscope/base/huge_pages.h"
 #include "stepscope/core/dtype.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/profiler/node_cost.h"
@@ -117,7 +118,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
     std::vector<Point> points;
   };
   std::vector<Buffer> buffers;
-  buffers.reserve(num_records);
+  reserve_huge(buffers, num_records);
   std::vector<Series> series;
   // Allocator names are interned: one pointer, almost always.
   const auto same = [](std::string_view a, std::string_view b) {
@@ -129,9 +130,10 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
       for (const AllocatorMemoryUsed& m : ns.memory) {
         if (m.allocation_records.empty()) continue;
         seen += m.allocation_records.size();
-        auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return same(x.allocator, m.allocator_name); });
+        auto it = std::find_if(series.begin(), series.end(),
+                               [&](const Series& x) { return same(x.allocator, m.allocator_name); });
         Series& sr = it != series.end() ? *it : series.emplace_back(Series{m.allocator_name, {}});
-        if (sr.points.empty()) sr.points.reserve(num_records);
+        if (sr.points.empty()) reserve_huge(sr.points, num_records);
         const auto first_buffer = static_cast<uint32_t>(buffers.size());
         open.clear();
         for (const AllocationRecord& r : m.allocation_records) {
@@ -142,7 +144,8 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
             continue;
           }
           // A free: of the latest open buffer of that size.
-          auto o = std::find_if(open.rbegin(), open.rend(), [&](uint32_t b) { return buffers[b].bytes == -r.alloc_bytes; });
+          auto o =
+              std::find_if(open.rbegin(), open.rend(), [&](uint32_t b) { return buffers[b].bytes == -r.alloc_bytes; });
           if (o == open.rend()) continue;  // a free without its allocation: not this step's buffer
           buffers[*o].free = r.alloc_ns;
           sr.points.push_back({r.alloc_ns, r.alloc_bytes, *o});
