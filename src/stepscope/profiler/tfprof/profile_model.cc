@@ -423,7 +423,7 @@ void ProfileModel::drop_old_steps() {
 }
 
 std::vector<NodeStats> ProfileModel::stats(int64_t step) const {
-  std::vector<NodeStats> out(nodes.size());
+  std::vector<NodeStats> out = sized_huge<NodeStats>(nodes.size());
   if (step >= 0) {
     auto it = steps.find(step);
     if (it != steps.end()) {
