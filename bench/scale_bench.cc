@@ -12,7 +12,8 @@
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
 //   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K]
 // (--only first K: a new session's first traced run, K times, to profile what a plan's first
-// traced step costs.)
+// traced step costs; --only kept K: traced into a new RunMetadata each time while the earlier
+// ones stay alive, the "fresh 2nd" case K times.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -117,6 +118,14 @@ Row measure(int64_t n) {
   session.run(feeds, {y}, {}, traced, &metadata);
   if (runs("reused"))
     row.reused_s = median_seconds("reused", reps, [&] { session.run(feeds, {y}, {}, traced, &metadata); });
+  if (only_phase == "kept") {  // a new RunMetadata each time, the earlier ones kept: "fresh 2nd", K times
+    std::vector<RunMetadata> kept(static_cast<size_t>(only_repeat) + 1);
+    session.run(feeds, {y}, {}, traced, &kept[0]);
+    std::vector<double> times;
+    for (int i = 1; i <= only_repeat; ++i)
+      times.push_back(seconds_of([&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
+    median_of(std::move(times), "kept");
+  }
   if (runs("fresh") && (reps > 1 || !only_phase.empty())) {  // a median too, where there is time for it
     row.fresh2_s = median_seconds("fresh", reps, [&] {
       RunMetadata fresh;
@@ -213,9 +222,9 @@ int main(int argc, char** argv) {
                    "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
-                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, reused, timeline,\n"
-                   "    add_step, scope, op, graph, code; first: a new session's first traced run), to run under a\n"
-                   "    profiler\n");
+                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused,\n"
+                   "    timeline, add_step, scope, op, graph, code; first: a new session's first traced run; kept:\n"
+                   "    into a new RunMetadata while the earlier ones stay alive), to run under a profiler\n");
       return arg == "--help" ? 0 : 2;
     }
   }
