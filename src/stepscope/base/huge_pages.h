@@ -17,6 +17,7 @@
 // the same memory.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -27,11 +28,14 @@ namespace stepscope {
 // touched yet (a no-op below 4 MiB, and where madvise is missing).
 void advise_huge_pages(const void* data, size_t bytes) noexcept;
 
-// v.reserve(n), with the new room advised as above.
+// v.reserve(n), with the new room advised as above. A vector that holds items already grows
+// to at least twice its capacity, as push_back would: callers that reserve a little more each
+// time (a Profiler synced with a graph that grows by a few nodes between steps) must not copy
+// the whole array every time.
 template <typename T>
 void reserve_huge(std::vector<T>& v, size_t n) {
   if (n <= v.capacity()) return;
-  v.reserve(n);
+  v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
 }
 // A vector of n value-initialized items, in advised room.

@@ -44,6 +44,21 @@ std::optional<bool> thp_eligible(const void* address) {
   return std::nullopt;
 }
 
+TEST(HugePages, ReservingALittleMoreEachTimeGrowsGeometrically) {
+  std::vector<int32_t> v = sized_huge<int32_t>(1000);
+  EXPECT_EQ(v.capacity(), 1000u);  // a fresh vector gets what it asks for
+  size_t reallocations = 0;
+  for (size_t n = 1001; n <= 100000; ++n) {
+    const int32_t* data = v.data();
+    reserve_huge(v, n);
+    v.push_back(static_cast<int32_t>(n));
+    reallocations += v.data() != data;
+  }
+  EXPECT_LE(reallocations, 8u);  // 1000 -> 2000 -> ... -> 128000, not one a step
+  EXPECT_EQ(v.size(), 100000u);
+  EXPECT_EQ(v.back(), 100000);
+}
+
 TEST(HugePages, ReserveHugeKeepsTheVectorsContentsAndRoom) {
   std::vector<int64_t> v{1, 2, 3};
   reserve_huge(v, 1 << 20);  // 8 MiB
