@@ -56,11 +56,12 @@ void append_integer(std::string& out, int64_t n) {
   char buf[24];
   out.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
 }
-// "%.2f" of value, then the unit.
+// "%.2f" of value, then the unit. std::to_chars writes what printf would in the "C" locale, in a
+// fraction of the time: a deep graph view formats a total this way on every line.
 void append_fixed(std::string& out, double value, std::string_view unit) {
-  char buf[64];
-  const int n = std::snprintf(buf, sizeof buf, "%.2f", value);
-  out.append(buf, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof buf) - 1)));
+  char buf[64];  // an int64 over 1000 or more: at most 16 digits before the point
+  const auto result = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, 2);
+  out.append(buf, result.ec == std::errc() ? result.ptr : buf);
   out += unit;
 }
 

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <limits>
+#include <random>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "stepscope/base/error.h"
 #include "stepscope/graph/graph.h"
@@ -41,6 +46,39 @@ TEST(Format, Numbers) {
   EXPECT_EQ(format_memory(5000000000), "5000.00MB");  // no GB
   EXPECT_EQ(format_dims(std::vector<int64_t>{3, 3, 3, 6}), "3x3x3x6");
   EXPECT_EQ(format_dims(std::vector<int64_t>{-1, 784}), "-1x784");
+}
+
+// The units' two decimals are printf's "%.2f" (TensorFlow's), rounding ties included (1005 is
+// 1.00499999... as a double: "1.00k"; 1015 is 1.0149999...: "1.01k"), for any int64.
+TEST(Format, UnitsRoundAsPrintfDoes) {
+  using namespace tfprof;
+  auto printf_number = [](int64_t n) {
+    if (n < 1000) return std::to_string(n);
+    const char* units[] = {"", "k", "m", "b"};
+    double scale = 1000;
+    int unit = 1;
+    while (unit + 1 < 4 && n >= scale * 1000) scale *= 1000, ++unit;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f%s", static_cast<double>(n) / scale, units[unit]);
+    return std::string(buf);
+  };
+  std::vector<int64_t> values = {1000,
+                                 1005,
+                                 1015,
+                                 1025,
+                                 1235,
+                                 999995,
+                                 999999,
+                                 1000000,
+                                 1004999,
+                                 1005000,
+                                 123456789,
+                                 999999999999,
+                                 std::numeric_limits<int64_t>::max()};
+  std::mt19937_64 random(16);
+  for (int i = 0; i < 20000; ++i) values.push_back(static_cast<int64_t>(random() >> (random() % 63)));
+  for (int64_t v = 1000; v < 30000; ++v) values.push_back(v);
+  for (int64_t v : values) ASSERT_EQ(format_number(v), printf_number(v)) << v;
 }
 
 TEST(Format, QueryDocListsTheSelectedFieldsAlphabetically) {
@@ -114,7 +152,8 @@ TEST(ProfileOptions, ParseOutput) {
             "Missing required output_options for file\nE.g. -output file:outfile=...");
   EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("timeline:"); }),
             "Missing required output_options for timeline\nE.g. -output timeline:outfile=...");
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file:out=x"); }), "Unrecognized options out for output_type: file");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file:out=x"); }),
+            "Unrecognized options out for output_type: file");
   EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("stdout:outfile=x"); }),
             "Unrecognized options outfile for output_type: stdout");
   EXPECT_EQ(testing::error_text<InvalidArgumentError>([] { parse_profile_output("file:outfile"); }),
@@ -138,21 +177,26 @@ TEST(NameMatcher, HostilePatternsAreLinearAndFullMatch) {
   EXPECT_FALSE(names.matches("total_loss"));  // a full match, not a search
   EXPECT_FALSE(names.matches("x/layer1/MatMul"));
   EXPECT_TRUE(tfprof::NameMatcher({".*"}, "-show_name_regexes", cache).is_all());
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { tfprof::NameMatcher({"(a"}, "-start_name_regexes", cache); }),
-            "Invalid option '-start_name_regexes' value: '(a'");
+  EXPECT_EQ(
+      testing::error_text<InvalidArgumentError>([&] { tfprof::NameMatcher({"(a"}, "-start_name_regexes", cache); }),
+      "Invalid option '-start_name_regexes' value: '(a'");
 }
 
 TEST(ProfileOptions, Validation) {
   ProfileOptions o = ProfileOptionBuilder().build();
   EXPECT_NO_THROW(validate_profile_options(o));
   o.order_by = "time";
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-order_by' value: 'time'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
+            "Invalid option '-order_by' value: 'time'");
   o = ProfileOptionBuilder().select({"micros", "flops"}).build();
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-select' value: 'micros,flops'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
+            "Invalid option '-select' value: 'micros,flops'");
   o = ProfileOptionBuilder().with_node_names({.hide = V{"ok", "(["}}).build();
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-hide_name_regexes' value: '(['");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
+            "Invalid option '-hide_name_regexes' value: '(['");
   o = ProfileOptionBuilder().with_accounted_types({"*"}).build();
-  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }), "Invalid option '-account_type_regexes' value: '*'");
+  EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
+            "Invalid option '-account_type_regexes' value: '*'");
   o = ProfileOptionBuilder().with_file_output("").build();  // "file:outfile=": the value is missing
   EXPECT_EQ(testing::error_text<InvalidArgumentError>([&] { validate_profile_options(o); }),
             "Visualize format: -output timeline:key=value,key=value,...");
