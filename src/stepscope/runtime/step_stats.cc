@@ -185,14 +185,16 @@ StepStats& StepStats::operator=(const StepStats& other) {
 
 namespace {
 
-// The spare arrays (see ~StepStats), at most one set and kSpareLimit bytes.
+// The spare arrays (see ~StepStats), at most one set and kSpareLimit bytes: a step of a million
+// nodes holds ~400 MB of them, which a fresh RunMetadata would otherwise fault in again (on this
+// workplace's VMs, ~1 µs a node each time).
 struct Spare {
   std::vector<NodeOutput> outputs;
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
   std::vector<std::vector<NodeExecStats>> node_stats;
 };
-constexpr size_t kSpareLimit = size_t{256} << 20;
+constexpr size_t kSpareLimit = size_t{1} << 30;
 constexpr size_t kSpareMinimum = size_t{64} << 10;  // smaller ones are cheap to make anew
 std::mutex spare_mutex;
 Spare& spare() {

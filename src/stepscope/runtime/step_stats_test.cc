@@ -38,6 +38,25 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   EXPECT_EQ(st.num_stored_outputs(), 2u);
 }
 
+// A new RunMetadata a step (TensorFlow's idiom) does not fault a step's arrays in again: the
+// arrays of a StepStats that goes away are what the next fresh one writes into.
+TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
+  const size_t outputs = (size_t{1} << 20) / sizeof(NodeOutput);  // over the minimum kept (64 KiB)
+  StepStats earlier;
+  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  const NodeOutput* arrays = nullptr;
+  {
+    StepStats gone;
+    gone.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
+    arrays = gone.reuse_for_step(outputs).data();
+  }
+  StepStats fresh;
+  EXPECT_EQ(fresh.reuse_for_step(outputs / 2).data(), arrays);
+  EXPECT_EQ(fresh.num_stored_outputs(), outputs / 2);
+  StepStats another;  // the one spare set is taken
+  EXPECT_NE(another.reuse_for_step(outputs / 2).data(), arrays);
+}
+
 TEST(StepStats, ResizeRecordsToFillInPlace) {
   StepStats st;
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
