@@ -119,8 +119,10 @@ TEST(StepStatsInternTest, EqualStringsShareOneCopyThroughTheTablesGrowth) {
     const std::string name = "intern_growth/node_" + std::to_string(i % 3000);
     const std::string_view interned = StepStats::intern(name);
     EXPECT_EQ(interned, name);
-    if (i < 3000) first[i] = interned;
-    else EXPECT_EQ(interned.data(), first[i % 3000].data()) << name;
+    if (i < 3000)
+      first[i] = interned;
+    else
+      EXPECT_EQ(interned.data(), first[i % 3000].data()) << name;
     if (i % 1000 == 0) {
       const std::string big(100000 + i, static_cast<char>('a' + i / 1000));
       const std::string_view big_interned = StepStats::intern(big);
