@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,15 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
                                   bool sync = false) {
   write_file_atomically(path, std::vector<std::string_view>{contents}, {.gzip = gzip, .sync = sync});
 }
+
+// The same, with the contents made while they are written: `produce(write)` calls write(piece)
+// for each piece in order, so a big text (a flight recorder's dump) goes to the file, and through
+// gzip, without being held whole in memory. When the producer throws, the temporary file is
+// removed, `path` is left as it was and the exception propagates.
+using PieceWriter = std::function<void(std::string_view)>;
+void write_file_atomically_streamed(const std::filesystem::path& path,
+                                    const std::function<void(const PieceWriter&)>& produce,
+                                    AtomicWriteOptions options = {});
 
 // Removes from `dir` the temporary files of write_file_atomically (`<name>.tmp-<pid>-<n>`) whose
 // writer is gone: no process has that pid, or the process that has it now started after the

@@ -2,10 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#include <sys/wait.h>
 
 #include <chrono>
 #include <csignal>
@@ -182,6 +181,70 @@ TEST_F(FileIoTest, WriteFileAtomicallyConcatenatesPieces) {
   EXPECT_EQ(entries(), (std::vector<std::string>{"f", "g.gz", "sub"}));
 }
 
+// A flight recorder's dump streams into the file: pieces of any size, across the writes of
+// 1 MiB they are gathered into, come out in order, plain or gzip.
+TEST_F(FileIoTest, StreamedPiecesComeOutInOrder) {
+  const std::string text = sample(3'500'000);
+  const auto produce = [&](const PieceWriter& write) {
+    size_t at = 0;
+    for (size_t n : {size_t{0}, size_t{1}, size_t{32768}, size_t{1} << 20, size_t{(1 << 20) + 5}, size_t{7}}) {
+      write(std::string_view(text).substr(at, n));
+      at += n;
+    }
+    while (at < text.size()) {  // the rest in 32 KiB pieces, as a Sink hands them over
+      write(std::string_view(text).substr(at, 32768));
+      at += 32768;
+    }
+  };
+  write_file_atomically_streamed(dir_ / "t.json", produce);
+  EXPECT_EQ(raw(dir_ / "t.json"), text);
+  write_file_atomically_streamed(dir_ / "t.json.gz", produce, {.gzip = true, .sync = true});
+  EXPECT_TRUE(is_gzip(raw(dir_ / "t.json.gz")));
+  EXPECT_EQ(read_file(dir_ / "t.json.gz"), text);
+  write_file_atomically_streamed(dir_ / "empty.gz", [](const PieceWriter&) {}, {.gzip = true});
+  EXPECT_EQ(read_file(dir_ / "empty.gz"), "");
+  EXPECT_EQ(entries(), (std::vector<std::string>{"empty.gz", "t.json", "t.json.gz"}));
+}
+
+TEST_F(FileIoTest, AStreamThatFailsLeavesTheExistingFileUntouched) {
+  const fs::path path = dir_ / "flight-7-slow.json";
+  write_file_atomically(path, "the previous dump");
+  // The producer throws halfway: its exception, the old file, no temporary.
+  const auto throws_halfway = [](const PieceWriter& write) {
+    write(sample(2'000'000));
+    throw InvalidArgumentError("the trace could not be made");
+  };
+  for (bool gzip : {false, true})
+    EXPECT_THROW(write_file_atomically_streamed(path, throws_halfway, {.gzip = gzip}), InvalidArgumentError);
+  EXPECT_EQ(read_file(path), "the previous dump");
+  EXPECT_EQ(entries(), std::vector<std::string>{"flight-7-slow.json"});
+  // A write fails (the file size limit): the producer runs on, the error names the file.
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::vector<std::string> messages;
+  for (bool gzip : {false, true}) {
+    try {
+      write_file_atomically_streamed(path,
+                                     [](const PieceWriter& write) {
+                                       for (int i = 0; i < 100; ++i) write(sample(65536));
+                                     },
+                                     {.gzip = gzip});
+    } catch (const ResourceExhaustedError& e) {
+      messages.push_back(e.what());
+    }
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_EQ(messages.size(), 2u);
+  for (const std::string& m : messages) EXPECT_NE(m.find(path.string()), std::string::npos) << m;
+  EXPECT_EQ(read_file(path), "the previous dump");
+  EXPECT_EQ(entries(), std::vector<std::string>{"flight-7-slow.json"});
+}
+
 // Issue 12 (5): a small .gz could inflate without bound (a 4.3 MB file took 1.1 GB) and fail with
 // an untyped bad_alloc; the bound is a typed error naming the file and the limit.
 TEST_F(FileIoTest, GunzipIsBoundedAndTheErrorNamesTheFileAndTheLimit) {
@@ -202,8 +265,9 @@ TEST_F(FileIoTest, GunzipIsBoundedAndTheErrorNamesTheFileAndTheLimit) {
     read_file(dir_ / "zeros.pb.gz", 4096);
     FAIL() << "no error";
   } catch (const ResourceExhaustedError& e) {
-    EXPECT_NE(std::string(e.what()).find((dir_ / "zeros.pb.gz").string() + ": gzip data inflates past the limit of 4096"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find((dir_ / "zeros.pb.gz").string() + ": gzip data inflates past the limit of 4096"),
+        std::string::npos)
         << e.what();
   }
   // By content: any name; plain files are returned as they are.
@@ -243,8 +307,8 @@ TEST_F(FileIoTest, OrphanedTemporariesOfKilledWritersAreRemovedByTheNextWriter) 
 
   // Files that must stay: a live writer's (this process, written now), another program's names.
   const std::string live = "timeline-1.json.tmp-" + std::to_string(::getpid()) + "-99";
-  for (const std::string& name : {live, std::string("notes.tmp"), std::string("a.tmp-x-1"),
-                                  std::string("b.tmp-12-"), std::string("c.tmp--3")})
+  for (const std::string& name :
+       {live, std::string("notes.tmp"), std::string("a.tmp-x-1"), std::string("b.tmp-12-"), std::string("c.tmp--3")})
     std::ofstream(dir_ / name) << "keep";
   // This pid's file from before this process started: the pid was reused, the writer is gone.
   const std::string reused = "run_metadata-3.pb.tmp-" + std::to_string(::getpid()) + "-5";
@@ -255,8 +319,8 @@ TEST_F(FileIoTest, OrphanedTemporariesOfKilledWritersAreRemovedByTheNextWriter) 
   write_file_atomically(dir_ / "checkpoint", "model_checkpoint_path: \"model.ckpt-8\"\n");
   EXPECT_FALSE(fs::exists(dir_ / orphan));
   EXPECT_FALSE(fs::exists(dir_ / reused));
-  EXPECT_EQ(entries(), (std::vector<std::string>{"a.tmp-x-1", "b.tmp-12-", "c.tmp--3", "checkpoint", "notes.tmp",
-                                                 live}));
+  EXPECT_EQ(entries(),
+            (std::vector<std::string>{"a.tmp-x-1", "b.tmp-12-", "c.tmp--3", "checkpoint", "notes.tmp", live}));
   // Pid 1 is alive and started long before this file: its file stays.
   std::ofstream(dir_ / "x.tmp-1-0") << "init's";
   EXPECT_EQ(remove_orphaned_temporaries(dir_), 0u);

@@ -1,6 +1,7 @@
 // Writing JSON fast, for the timeline (a hot path: a trace of a 10,000-node step is written
 // after every traced step). Text goes through a fixed local buffer with raw-pointer writes and
-// reaches the destination std::string in large appends: no allocation per value, no streams.
+// reaches the destination std::string in large appends (or a writer, in pieces of the buffer's
+// size: a file being written): no allocation per value, no streams.
 // Strings are escaped for JSON (quotes, backslashes, control characters) and invalid UTF-8 is
 // replaced by U+FFFD, so whatever a node is named, the file parses.
 #pragma once
@@ -9,6 +10,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -16,13 +18,15 @@ namespace stepscope::json_out {
 
 class Sink {
  public:
-  explicit Sink(std::string& out) : out_(out), p_(buf_) {}
+  explicit Sink(std::string& out) : out_(&out), p_(buf_) {}
+  // Each full buffer goes to `write` (which must outlive the Sink and not throw).
+  explicit Sink(const std::function<void(std::string_view)>& write) : write_(&write), p_(buf_) {}
   ~Sink() { flush(); }
   Sink(const Sink&) = delete;
   Sink& operator=(const Sink&) = delete;
 
   void flush() {
-    out_.append(buf_, static_cast<size_t>(p_ - buf_));
+    emit({buf_, static_cast<size_t>(p_ - buf_)});
     p_ = buf_;
   }
   // Room for n more bytes (n ≤ kCapacity).
@@ -35,7 +39,7 @@ class Sink {
   void raw(std::string_view s) {
     if (s.size() > kCapacity / 2) {
       flush();
-      out_.append(s);
+      emit(s);
       return;
     }
     char* p = room(s.size());
@@ -93,7 +97,14 @@ class Sink {
  private:
   static constexpr size_t kCapacity = 1 << 15;
   char* end() { return buf_ + kCapacity; }
-  std::string& out_;
+  void emit(std::string_view s) {
+    if (out_)
+      out_->append(s);
+    else if (!s.empty())
+      (*write_)(s);
+  }
+  std::string* out_ = nullptr;
+  const std::function<void(std::string_view)>* write_ = nullptr;
   char* p_;
   char buf_[kCapacity];
 };

@@ -122,7 +122,6 @@ class FlightRecorderHook : public SessionRunHook {
   std::deque<double> dump_times_;  // within the last hour
   int64_t skipped_dumps_ = 0;
   double next_trigger_poll_ = 0;
-  std::string trace_buffer_;
   bool signal_installed_ = false;
 };
 

@@ -181,19 +181,18 @@ void ProfilerHook::write_window() {
                                          .pretty = options_.pretty,
                                          .metadata_json = metadata};
   bool ok = attempt(timeline, "timeline", [&] {
-    trace_buffer_.clear();
-    if (window_.size() == 1) {
-      Timeline(window_.front().run_metadata.step_stats, graph_).write_chrome_trace(trace_buffer_, trace_options);
-    } else {
-      std::vector<const StepStats*> steps;
-      std::vector<int64_t> numbers;
-      for (const TracedStep& t : window_) {
-        steps.push_back(&t.run_metadata.step_stats);
-        numbers.push_back(t.step);
-      }
-      Timeline(steps, graph_, numbers).write_chrome_trace(trace_buffer_, trace_options);
+    std::vector<const StepStats*> steps;
+    std::vector<int64_t> numbers;
+    for (const TracedStep& t : window_) {
+      steps.push_back(&t.run_metadata.step_stats);
+      numbers.push_back(t.step);
     }
-    write_file_atomically(timeline, trace_buffer_, options_.gzip);
+    const Timeline trace = window_.size() == 1 ? Timeline(window_.front().run_metadata.step_stats, graph_)
+                                               : Timeline(steps, graph_, numbers);
+    // Streamed into the file as it is made: the trace's text is never held whole.
+    write_file_atomically_streamed(timeline,
+                                   [&](const PieceWriter& write) { trace.write_chrome_trace(write, trace_options); },
+                                   {.gzip = options_.gzip});
   });
   if (ok) written.push_back(timeline);
 

@@ -84,7 +84,7 @@ struct ProfilerHookOptions {
   // profile too, traced or not: `stepscope prof timing`. Opt-in: it costs ~0.7 µs a run on a
   // trivial step (hooks_bench), the executor's timing and the hooks' clock readings.
   bool record_step_timing = false;
-  const Clock* clock = nullptr;   // for save_secs; null: the steady clock
+  const Clock* clock = nullptr;  // for save_secs; null: the steady clock
   // info: "Saving timeline for <step> into '<path>'."; warning: a file that could not be written.
   HookLog log = {};
 };
@@ -135,7 +135,6 @@ class ProfilerHook : public SessionRunHook {
   bool request_trace_ = false;
   bool timings_unsaved_ = false;    // step timings added since the profile was last saved
   std::vector<TracedStep> window_;  // the traced runs of the current window
-  std::string trace_buffer_;        // reused between traces
   // The files of each trace written, oldest first; only with max_files_to_keep (a list of
   // every file ever written would grow with the run).
   std::deque<std::vector<std::filesystem::path>> kept_;

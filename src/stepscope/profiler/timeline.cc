@@ -627,6 +627,18 @@ void Timeline::write_chrome_trace(std::string& out, const ChromeTraceOptions& op
   impl_->write(sink, options);
 }
 
+void Timeline::write_chrome_trace(const std::function<void(std::string_view)>& write,
+                                  const ChromeTraceOptions& options) const {
+  if (options.pretty) {
+    std::string text;
+    write_chrome_trace(text, options);
+    write(text);
+    return;
+  }
+  json_out::Sink sink(write);
+  impl_->write(sink, options);
+}
+
 StepStatsAnalysis Timeline::analyze_step_stats(bool show_dataflow, bool show_memory) const {
   StepStatsAnalysis analysis;
   write_chrome_trace(analysis.chrome_trace, {.show_dataflow = show_dataflow, .show_memory = show_memory});

@@ -412,6 +412,23 @@ TEST(Timeline, FourThousandTinyOpsOnTwoDevices) {
   EXPECT_EQ(events(j, "X").size(), 4001u);  // the fed x too
   EXPECT_GT(events(j, "s").size(), 2000u);
   EXPECT_EQ(events(j, "s").size(), events(j, "f").size());
+
+  // Streamed (as a flight recorder's dump goes to its file), in pieces of the writer's buffer:
+  // the same text, compact or pretty.
+  const Timeline tl(md.step_stats, &g);
+  for (bool pretty : {false, true}) {
+    const ChromeTraceOptions options{.show_dataflow = true, .show_memory = true, .pretty = pretty};
+    std::string whole, streamed;
+    size_t pieces = 0;
+    tl.write_chrome_trace(whole, options);
+    const std::function<void(std::string_view)> write = [&](std::string_view piece) {
+      streamed += piece;
+      ++pieces;
+    };
+    tl.write_chrome_trace(write, options);
+    EXPECT_EQ(streamed, whole);
+    if (!pretty) EXPECT_GT(pieces, 10u);  // a trace of megabytes: many pieces, none held whole
+  }
 }
 
 // Thousands of nodes on 4 threads (as the benchmark's step): still clean.
