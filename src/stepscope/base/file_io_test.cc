@@ -133,17 +133,35 @@ TEST_F(FileIoTest, ReadOnlyDirectoryErrorNamesThePath) {
   EXPECT_NE(error.find((dir_ / "t.json").string()), std::string::npos) << error;
 }
 
+// The process's file size limit (which binds root too) while it lives, with SIGXFSZ ignored so
+// that a write past it fails with EFBIG instead of killing the process.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit_), 0);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old_limit_;
+    small.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  struct rlimit old_limit_ {};
+  void (*old_handler_)(int) = nullptr;
+};
+
 // A write that fails half-way (here: the file size limit, which binds root too) leaves the
 // file that was there as it was, and no temporary behind.
 TEST_F(FileIoTest, FailedWriteLeavesTheExistingFileUntouched) {
   const fs::path path = dir_ / "timeline-7.json";
   write_file_atomically(path, "the previous trace");
-  struct rlimit old_limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const FileSizeLimit limit(4096);
   bool threw = false;
   std::string message;
   for (bool gzip : {false, true}) {
@@ -156,8 +174,6 @@ TEST_F(FileIoTest, FailedWriteLeavesTheExistingFileUntouched) {
     EXPECT_TRUE(threw);
     threw = false;
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(message.find(path.string()), std::string::npos) << message;
   EXPECT_EQ(read_file(path), "the previous trace");
   EXPECT_EQ(entries(), std::vector<std::string>{"timeline-7.json"});
@@ -219,14 +235,9 @@ TEST_F(FileIoTest, AStreamThatFailsLeavesTheExistingFileUntouched) {
   EXPECT_EQ(read_file(path), "the previous dump");
   EXPECT_EQ(entries(), std::vector<std::string>{"flight-7-slow.json"});
   // A write fails (the file size limit): the producer runs on, the error names the file.
-  struct rlimit old_limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::vector<std::string> messages;
   for (bool gzip : {false, true}) {
+    const FileSizeLimit limit(4096);
     try {
       write_file_atomically_streamed(path,
                                      [](const PieceWriter& write) {
@@ -237,8 +248,6 @@ TEST_F(FileIoTest, AStreamThatFailsLeavesTheExistingFileUntouched) {
       messages.push_back(e.what());
     }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
   ASSERT_EQ(messages.size(), 2u);
   for (const std::string& m : messages) EXPECT_NE(m.find(path.string()), std::string::npos) << m;
   EXPECT_EQ(read_file(path), "the previous dump");
