@@ -94,6 +94,7 @@ class Timeline {
   // Appends the trace to `out`.
   void write_chrome_trace(std::string& out, const ChromeTraceOptions& options) const;
   // The trace handed to `write` in pieces as it is made (to a file: see write_file_atomically_streamed).
+  // A pretty trace is laid out from the whole compact text, so it is made whole first.
   void write_chrome_trace(const std::function<void(std::string_view)>& write, const ChromeTraceOptions& options) const;
   // The trace (compact) and, with show_memory, each allocator's maximum.
   StepStatsAnalysis analyze_step_stats(bool show_dataflow = true, bool show_memory = true) const;
