@@ -485,6 +485,55 @@ TEST(Profiler, FedShapesGiveInputShapesAndFloatOps) {
   EXPECT_NE(scope.text.find("0:32x8|1:8x16"), std::string::npos) << scope.text;
 }
 
+// The scope and graph views name their entries by views into the model's node names. When the
+// graph grows between steps, the model's nodes move (short names with them): the views must
+// be made again, and show the old nodes and the new ones by their names.
+TEST(Profiler, ViewsOfAGraphThatGrewBetweenSteps) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{4});
+  Output one = constant(root.with_op_name("one"), Tensor::from_vector<float>({1, 1, 1, 1}));
+  auto grow = [&](const std::string& scope_name, Output from, int n) {
+    const Scope scope = root.with_name_scope(scope_name);
+    for (int i = 0; i < n; ++i) from = add(scope, from, one);
+    return from;
+  };
+  Output a = grow("a", x, 3);
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  const FeedList feeds{{x, Tensor::from_vector<float>({0, 0, 0, 0})}};
+  Profiler p(g);
+  std::ostringstream log;
+  p.set_log(&log);
+  {
+    Session session(g);
+    RunMetadata md;
+    session.run(feeds, {a}, {}, traced, &md);
+    p.add_step(1, md);
+  }
+  const auto o = quiet(ProfileOptionBuilder().build());         // every node shown, by name
+  EXPECT_EQ(p.profile_name_scope(o).root.children.size(), 3u);  // a, one, x
+  Output b = grow("b", a, 300);                                 // enough nodes that the model's array grows
+  {
+    Session session(g);
+    RunMetadata md;
+    session.run(feeds, {b}, {}, traced, &md);
+    p.add_step(2, md);
+  }
+  const GraphProfile scope = p.profile_name_scope(o);
+  std::vector<std::string> top;
+  for (const GraphNodeProto& c : scope.root.children) top.push_back(c.name);
+  EXPECT_EQ(top, (V{"a", "b", "one", "x"})) << scope.text;
+  ASSERT_EQ(scope.root.children[1].children.size(), 300u) << scope.text;
+  EXPECT_EQ(scope.root.children[1].children[0].name, "b/Add") << scope.text;
+  ASSERT_EQ(scope.root.children[0].children.size(), 3u) << scope.text;
+  EXPECT_EQ(scope.root.children[0].children[2].name, "a/Add_2") << scope.text;
+  // The graph view from b's last node down its inputs (100 levels: tfprof's default max_depth).
+  const GraphProfile graph = p.profile_graph(o);
+  EXPECT_NE(graph.text.find("\n  b/Add_299 ("), std::string::npos) << graph.text.substr(0, 2000);
+  EXPECT_NE(graph.text.find(std::string(2 * 50, ' ') + "b/Add_250 ("), std::string::npos) << graph.text.substr(0, 2000);
+}
+
 TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
   Graph g;
   Profiler p(g);

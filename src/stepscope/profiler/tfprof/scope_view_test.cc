@@ -404,7 +404,7 @@ namespace {
 std::string render_scope_tree(const ViewTree& tree) {
   std::function<std::string(int32_t)> render = [&](int32_t e) {
     const ViewTree::Entry& entry = tree.entries[e];
-    std::string out = entry.name + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
+    std::string out = std::string(entry.name) + (entry.node >= 0 ? "#" + std::to_string(entry.node) : "");
     if (entry.children.empty()) return out;
     out += "(";
     for (size_t i = 0; i < entry.children.size(); ++i) out += (i ? " " : "") + render(entry.children[i]);

@@ -242,18 +242,16 @@ struct TreeQuery {
 }  // namespace
 
 ViewTree build_scope_tree(const ProfileModel& model) {
-  // Every node's name and every scope above it ("a/b" of "a/b/c"), found through a NodeNameIndex
-  // over views into the model's names: no name is copied until the entries are made.
-  struct Scope {
-    std::string_view component, name;
-    int32_t node;  // -1: a scope only
-    std::vector<int32_t> children;
-  };
-  std::vector<Scope> scopes;
-  reserve_huge(scopes, model.nodes.size() + model.nodes.size() / 4);
-  const auto name_of = [&](int32_t e) { return scopes[e].name; };
+  // Every node's name and every scope above it ("a/b" of "a/b/c"), the entries made as they are
+  // found, each named by a view into the first node name it is found in (a scope's name is a
+  // prefix of its nodes'), and found again through a NodeNameIndex over those views: no name
+  // is copied.
+  ViewTree tree;
+  std::vector<ViewTree::Entry>& entries = tree.entries;
+  reserve_huge(entries, model.nodes.size() + model.nodes.size() / 4 + 1);
+  const auto name_of = [&](int32_t e) { return entries[e].name; };
   NodeNameIndex by_name;
-  by_name.reserve(scopes.capacity(), name_of);
+  by_name.reserve(entries.capacity(), name_of);
   std::vector<int32_t> roots;
   // The scopes of the previous name (where each ends in it, and its entry): neighbours in the
   // graph mostly share their scopes, which are then known without a lookup.
@@ -277,14 +275,14 @@ ViewTree build_scope_tree(const ProfileModel& model) {
       const size_t slash = name.find('/', begin);
       const size_t end = slash == std::string_view::npos ? name.size() : slash;
       const std::string_view scope = name.substr(0, end);
-      const auto next = static_cast<int32_t>(scopes.size());
+      const auto next = static_cast<int32_t>(entries.size());
       const int32_t e = by_name.find_or_insert(scope, next, name_of);
       if (e == next) {
-        scopes.push_back({name.substr(begin, end - begin), scope, -1, {}});
-        (parent >= 0 ? scopes[parent].children : roots).push_back(e);
+        entries.push_back({scope, -1, {}});
+        (parent >= 0 ? entries[parent].children : roots).push_back(e);
       }
       if (slash == std::string_view::npos) {
-        if (scopes[e].node < 0) scopes[e].node = static_cast<int32_t>(i);  // the first node of a name
+        if (entries[e].node < 0) entries[e].node = static_cast<int32_t>(i);  // the first node of a name
         break;
       }
       previous_scopes.emplace_back(end, e);
@@ -292,17 +290,17 @@ ViewTree build_scope_tree(const ProfileModel& model) {
       begin = slash + 1;
     }
   }
-  // Children in name order: siblings share their parent's name, so their components decide.
-  const auto component_of = [&](int32_t e) { return scopes[e].component; };
-  ViewTree tree;
-  reserve_huge(tree.entries, scopes.size() + 1);
-  for (Scope& s : scopes) {
-    sort_by_name(s.children, component_of);
-    tree.entries.push_back({std::string(s.name), s.node, std::move(s.children)});
-  }
+  // Children in name order: siblings share their parent's name, so their last components
+  // decide (and make keys that differ in their first characters, for sort_by_name).
+  const auto component_of = [&](int32_t e) {
+    const std::string_view name = entries[e].name;
+    const size_t slash = name.rfind('/');
+    return slash == std::string_view::npos ? name : name.substr(slash + 1);
+  };
+  for (ViewTree::Entry& entry : entries) sort_by_name(entry.children, component_of);
   sort_by_name(roots, component_of);
-  tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
-  tree.root = static_cast<int32_t>(tree.entries.size() - 1);
+  entries.push_back({kTFProfRoot, -1, std::move(roots)});
+  tree.root = static_cast<int32_t>(entries.size() - 1);
   return tree;
 }
 
@@ -325,7 +323,7 @@ ViewTree build_graph_tree(const ProfileModel& model) {
   for (size_t i = 0; i < n; ++i)
     if (!is_input[i]) roots.push_back(static_cast<int32_t>(i));
   sort_by_name(roots, [&](int32_t i) -> std::string_view { return model.nodes[i].name; });
-  tree.entries.push_back({std::string(kTFProfRoot), -1, std::move(roots)});
+  tree.entries.push_back({kTFProfRoot, -1, std::move(roots)});
   tree.root = static_cast<int32_t>(n);
   return tree;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stepscope/profiler/tfprof/profile_model.h"
@@ -26,10 +27,13 @@ struct MultiViewResult {
   std::vector<int32_t> displayed;  // model nodes aggregated by the displayed rows
 };
 
-// A tree over the model: entry `node` is a model node index or -1 for a synthetic node.
+// A tree over the model: entry `node` is a model node index or -1 for a synthetic node. Names
+// are views into the model's node names (a scope's name is a prefix of them) or kTFProfRoot:
+// the tree is valid while the model's structure is (the Profiler makes it again when
+// structure_version changes).
 struct ViewTree {
   struct Entry {
-    std::string name;
+    std::string_view name;
     int32_t node = -1;
     std::vector<int32_t> children;
   };
