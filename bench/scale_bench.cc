@@ -10,7 +10,7 @@
 //   scope/op/graph/code views   each view's first query (time_and_memory, no output; the view's
 //                     structure built then): µs a node (≤ 1 µs)
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
-//   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K]
+//   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K] [--pause S]
 // (--only first K: a new session's first traced run, K times, to profile what a plan's first
 // traced step costs; --only kept K: traced into a new RunMetadata each time while the earlier
 // ones stay alive, the "fresh 2nd" case K times.)
@@ -22,6 +22,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "stepscope/ops/all_ops.h"
@@ -40,6 +41,14 @@ std::string only_phase;
 int only_repeat = 1;
 bool runs(const char* phase) { return only_phase.empty() || only_phase == phase; }
 int reps_for(const char* phase, int reps) { return only_phase == phase ? only_repeat : reps; }
+// --pause S: S seconds of sleep before each repetition. A VM whose balloon reports free memory
+// to its host gives memory freed back meanwhile (after ~2 s), and mapping it again costs the
+// host's fault too: what a user's query meets in a new process or minutes after the last one,
+// where back-to-back repetitions reuse memory the host still backs.
+double pause_s = 0;
+void pause() {
+  if (pause_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+}
 
 double seconds_of(const std::function<void()>& body) {
   const auto start = Clock::now();
@@ -61,7 +70,10 @@ double median_of(std::vector<double> times, const char* phase) {
 
 double median_seconds(const char* phase, int reps, const std::function<void()>& body) {
   std::vector<double> times;
-  for (int i = 0; i < reps_for(phase, reps); ++i) times.push_back(seconds_of(body));
+  for (int i = 0; i < reps_for(phase, reps); ++i) {
+    pause();
+    times.push_back(seconds_of(body));
+  }
   return median_of(std::move(times), phase);
 }
 
@@ -110,6 +122,7 @@ Row measure(int64_t n) {
       Session again(g, {.inter_op_threads = 1});
       again.run(feeds, {y});
       RunMetadata first;
+      pause();
       times.push_back(seconds_of([&] { again.run(feeds, {y}, {}, traced, &first); }));
     }
     median_of(std::move(times), "first");  // to stderr; the row keeps the process's first traced run
@@ -161,6 +174,7 @@ Row measure(int64_t n) {
       Profiler profiler(g);
       profiler.set_log(&quiet);
       profiler.add_step(1, metadata);
+      pause();
       times.push_back(seconds_of([&] { view(profiler); }));
     }
     return median_of(std::move(times), phase);
@@ -212,6 +226,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--only" && i + 2 < argc) {
       stepscope::only_phase = argv[++i];
       stepscope::only_repeat = std::atoi(argv[++i]);
+    } else if (arg == "--pause" && i + 1 < argc) {
+      stepscope::pause_s = std::atof(argv[++i]);
     } else if (arg == "--max-nodes" && i + 1 < argc) {
       max_nodes = std::atoll(argv[++i]);
     } else if (arg == "--sizes" && i + 1 < argc) {
@@ -219,12 +235,14 @@ int main(int argc, char** argv) {
       for (std::string item; std::getline(list, item, ',');) sizes.push_back(std::atoll(item.c_str()));
     } else {
       std::fprintf(stderr,
-                   "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K]\n"
+                   "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K] [--pause S]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
                    "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused,\n"
                    "    timeline, add_step, scope, op, graph, code; first: a new session's first traced run; kept:\n"
-                   "    into a new RunMetadata while the earlier ones stay alive), to run under a profiler\n");
+                   "    into a new RunMetadata while the earlier ones stay alive), to run under a profiler\n"
+                   "  --pause S: sleep S seconds before each repetition (memory freed by the last one goes back\n"
+                   "    to a VM's host meanwhile, where the host takes it: the cost a query meets in a new process)\n");
       return arg == "--help" ? 0 : 2;
     }
   }
