@@ -4,9 +4,14 @@
 // Where it pays, measured (BENCHMARKS.md, issue 16, eleventh session): a tfprof view's text (a
 // 10^4-deep chain's graph view writes 100 MB of indentation: twice as fast). A view's working
 // arrays and scope tree have it too (a 10^6-node scope view: 2.2-3.7 s with, 2.8-3.7 s without).
-// A Profiler's model of the graph and a step's records in it (add_step of 10^6 nodes: 0.75x,
-// thirteenth session): arrays past glibc's mmap threshold (32 MiB at most) are fresh mappings,
-// faulted in again each time, where smaller ones come back from the heap already mapped.
+// Arrays past glibc's mmap threshold (32 MiB at most) are fresh mappings, faulted in again each
+// time, where smaller ones come back from the heap already mapped.
+// Not on a Profiler's model of the graph and a step's records in it (add_step; reserve_room):
+// there huge pages were faster only on memory freed just before (10^6 nodes: 0.85-0.98 s against
+// 1.2-1.6 s, fifteenth session, a 2-core AMD EPYC VM), but took 2.0-6.3 s on memory free for a
+// few seconds (as in a new process, or minutes after the last query), where 4 KiB pages took
+// 1.2-1.6 s either way: that VM's host takes back free memory, and a huge page made of such
+// memory costs it several times what 4 KiB pages do.
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
@@ -37,6 +42,12 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   if (n <= v.capacity()) return;
   v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
+}
+// reserve_huge's growth without the advice (see above: where huge pages cost more than they save).
+template <typename T>
+void reserve_room(std::vector<T>& v, size_t n) {
+  if (n <= v.capacity()) return;
+  v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
 }
 // A vector of n value-initialized items, in advised room.
 template <typename T>

@@ -59,6 +59,22 @@ TEST(HugePages, ReservingALittleMoreEachTimeGrowsGeometrically) {
   EXPECT_EQ(v.back(), 100000);
 }
 
+TEST(HugePages, ReserveRoomGrowsAsReserveHugeDoes) {
+  std::vector<int32_t> v;
+  reserve_room(v, 1000);
+  EXPECT_EQ(v.capacity(), 1000u);
+  v.resize(1000);
+  size_t reallocations = 0;
+  for (size_t n = 1001; n <= 100000; ++n) {
+    const int32_t* data = v.data();
+    reserve_room(v, n);
+    v.push_back(static_cast<int32_t>(n));
+    reallocations += v.data() != data;
+  }
+  EXPECT_LE(reallocations, 8u);
+  EXPECT_EQ(v.back(), 100000);
+}
+
 TEST(HugePages, ReserveHugeKeepsTheVectorsContentsAndRoom) {
   std::vector<int64_t> v{1, 2, 3};
   reserve_huge(v, 1 << 20);  // 8 MiB
