@@ -7,11 +7,11 @@
 // Arrays past glibc's mmap threshold (32 MiB at most) are fresh mappings, faulted in again each
 // time, where smaller ones come back from the heap already mapped.
 // Not on a Profiler's model of the graph and a step's records in it (add_step; reserve_room):
-// there huge pages were faster only on memory freed just before (10^6 nodes: 0.85-0.98 s against
-// 1.2-1.6 s, fifteenth session, a 2-core AMD EPYC VM), but took 2.0-6.3 s on memory free for a
-// few seconds (as in a new process, or minutes after the last query), where 4 KiB pages took
-// 1.2-1.6 s either way: that VM's host takes back free memory, and a huge page made of such
-// memory costs it several times what 4 KiB pages do.
+// there huge pages were faster only on memory freed just before, and not every time (10^6
+// nodes: 0.58-0.98 s, some repetitions 2.2-6.3 s, against 0.94-1.6 s; fifteenth session, a
+// 2-core AMD EPYC VM), and took 2.0-6.3 s on memory free for a few seconds (as in a new process,
+// or minutes after the last query), where 4 KiB pages took 1.1-1.6 s: that VM's host takes back
+// memory left free, and a huge page made of such memory cost 5-10x what 4 KiB pages did.
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
