@@ -3,8 +3,29 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 
 namespace stepscope {
+
+bool balloon_reports_free_pages(const std::string& driver_dir) {
+  constexpr size_t kReportingBit = 5;
+  try {
+    std::error_code missing;
+    for (const auto& entry : std::filesystem::directory_iterator(driver_dir, missing)) {
+      std::ifstream features(entry.path() / "features");  // devices have one; the driver's own files not
+      std::string bits;
+      if (features >> bits && bits.size() > kReportingBit && bits[kReportingBit] == '1') return true;
+    }
+  } catch (const std::exception&) {  // sysfs changing under the walk: as if there were no balloon
+  }
+  return false;
+}
+
+bool host_takes_back_free_memory() {
+  static const bool reclaimed = balloon_reports_free_pages("/sys/bus/virtio/drivers/virtio_balloon");
+  return reclaimed;
+}
 
 void advise_huge_pages(const void* data, size_t bytes) noexcept {
 #ifdef MADV_HUGEPAGE

@@ -6,12 +6,15 @@
 // arrays and scope tree have it too (a 10^6-node scope view: 2.2-3.7 s with, 2.8-3.7 s without).
 // Arrays past glibc's mmap threshold (32 MiB at most) are fresh mappings, faulted in again each
 // time, where smaller ones come back from the heap already mapped.
-// Not on a Profiler's model of the graph and a step's records in it (add_step; reserve_room):
-// there huge pages were faster only on memory freed just before, and not every time (10^6
-// nodes: 0.58-0.98 s, some repetitions 2.2-6.3 s, against 0.94-1.6 s; fifteenth session, a
-// 2-core AMD EPYC VM), and took 2.0-6.3 s on memory free for a few seconds (as in a new process,
-// or minutes after the last query), where 4 KiB pages took 1.1-1.6 s: that VM's host takes back
-// memory left free, and a huge page made of such memory cost 5-10x what 4 KiB pages did.
+// A Profiler's model of the graph and a step's records in it (add_step) have huge pages only
+// where the host does not take back free memory (reserve_huge_unless_reclaimed). Where it does
+// not, they made add_step of 10^6 nodes 0.75x (thirteenth session). On a VM whose balloon
+// reports free pages to its host (fifteenth session, a 2-core AMD EPYC VM), memory left free for
+// ~2 s goes back to the host, and a huge page made of such memory cost 5-10x what 4 KiB pages
+// did: add_step of 10^6 nodes took 2.0-6.3 s on memory free for a few seconds (as in a new
+// process, or minutes after the last query) against 1.1-1.6 s in 4 KiB pages, and even back to
+// back some repetitions took 2.2-6.3 s (medians 0.62-2.2 s against 0.95-1.5 s). The views'
+// arrays keep their advice there: the same comparison was mixed for them.
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
@@ -33,6 +36,14 @@ namespace stepscope {
 // touched yet (a no-op below 4 MiB, and where madvise is missing).
 void advise_huge_pages(const void* data, size_t bytes) noexcept;
 
+// Whether memory this process frees may go back to a host that takes it: a virtio balloon with
+// free page reporting (Linux's page_reporting). Read from sysfs once per process.
+bool host_takes_back_free_memory();
+// The check itself, on a virtio balloon driver's sysfs directory: whether a device bound there
+// has VIRTIO_BALLOON_F_REPORTING (bit 5 of its `features`, one character a bit, bit 0 first).
+// False where there is no such directory.
+bool balloon_reports_free_pages(const std::string& driver_dir);
+
 // v.reserve(n), with the new room advised as above. A vector that holds items already grows
 // to at least twice its capacity, as push_back would: callers that reserve a little more each
 // time (a Profiler synced with a graph that grows by a few nodes between steps) must not copy
@@ -43,11 +54,12 @@ void reserve_huge(std::vector<T>& v, size_t n) {
   v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
 }
-// reserve_huge's growth without the advice (see above: where huge pages cost more than they save).
+// reserve_huge, but in 4 KiB pages where the host takes back free memory (see above).
 template <typename T>
-void reserve_room(std::vector<T>& v, size_t n) {
+void reserve_huge_unless_reclaimed(std::vector<T>& v, size_t n) {
   if (n <= v.capacity()) return;
   v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
+  if (!host_takes_back_free_memory()) advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
 }
 // A vector of n value-initialized items, in advised room.
 template <typename T>

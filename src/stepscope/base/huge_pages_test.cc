@@ -1,8 +1,10 @@
 #include "stepscope/base/huge_pages.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -62,10 +64,11 @@ void expect_geometric_growth(std::vector<int32_t> v, const Reserve& reserve) {
 
 TEST(HugePages, ReservingALittleMoreEachTimeGrowsGeometrically) {
   expect_geometric_growth(sized_huge<int32_t>(1000), [](std::vector<int32_t>& v, size_t n) { reserve_huge(v, n); });
-  std::vector<int32_t> plain;
-  reserve_room(plain, 1000);
-  plain.resize(1000);
-  expect_geometric_growth(std::move(plain), [](std::vector<int32_t>& v, size_t n) { reserve_room(v, n); });
+  std::vector<int32_t> other;
+  reserve_huge_unless_reclaimed(other, 1000);
+  other.resize(1000);
+  expect_geometric_growth(std::move(other),
+                          [](std::vector<int32_t>& v, size_t n) { reserve_huge_unless_reclaimed(v, n); });
 }
 
 TEST(HugePages, ReserveHugeKeepsTheVectorsContentsAndRoom) {
@@ -93,6 +96,37 @@ TEST(HugePages, AdvisedRoomMayTakeHugePagesWhereTheKernelOffersThem) {
   const std::optional<bool> eligible = thp_eligible(middle);
   if (mode.empty() || !eligible) GTEST_SKIP() << "this kernel does not say what takes huge pages";
   EXPECT_EQ(*eligible, mode == "always" || mode == "madvise") << "THP mode " << mode;
+
+  // The same room where the host takes back free memory is left in 4 KiB pages, unless the
+  // kernel gives huge pages to all memory.
+  std::vector<char> w;
+  reserve_huge_unless_reclaimed(w, 16 << 20);
+  const std::optional<bool> w_eligible = thp_eligible(w.data() + (8 << 20));
+  ASSERT_TRUE(w_eligible);
+  EXPECT_EQ(*w_eligible, mode == "always" || (mode == "madvise" && !host_takes_back_free_memory()))
+      << "THP mode " << mode << ", host takes back free memory: " << host_takes_back_free_memory();
+}
+
+// The balloon's feature bits as sysfs writes them: bit 5 is free page reporting.
+TEST(HugePages, ABalloonThatReportsFreePagesIsFoundByItsFeatureBit) {
+  namespace fs = std::filesystem;
+  const fs::path driver = fs::temp_directory_path() / ("stepscope-balloon-" + std::to_string(::getpid()));
+  fs::remove_all(driver);
+  auto device = [&](const std::string& name, const char* features) {
+    fs::create_directories(driver / name);
+    if (features) std::ofstream(driver / name / "features") << features << "\n";
+  };
+  EXPECT_FALSE(balloon_reports_free_pages(driver.string()));  // no driver: no balloon
+  fs::create_directories(driver);
+  std::ofstream(driver / "uevent") << "DRIVER=virtio_balloon\n";  // the driver's own files
+  EXPECT_FALSE(balloon_reports_free_pages(driver.string()));
+  device("virtio0", "01100000000000000000000000000000100000000000");  // stats, deflate on OOM
+  device("virtio1", nullptr);                                         // no features file
+  device("virtio2", "0110");                                          // too short to say
+  EXPECT_FALSE(balloon_reports_free_pages(driver.string()));
+  device("virtio3", "01100101000000000000000000000000100000000000");  // and free page reporting
+  EXPECT_TRUE(balloon_reports_free_pages(driver.string()));
+  fs::remove_all(driver);
 }
 
 TEST(HugePages, SmallOrEmptyRangesAreLeftAlone) {

@@ -118,7 +118,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
     std::vector<Point> points;
   };
   std::vector<Buffer> buffers;
-  reserve_room(buffers, num_records);
+  reserve_huge_unless_reclaimed(buffers, num_records);
   std::vector<Series> series;
   // Allocator names are interned: one pointer, almost always.
   const auto same = [](std::string_view a, std::string_view b) {
@@ -133,7 +133,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
         auto it = std::find_if(series.begin(), series.end(),
                                [&](const Series& x) { return same(x.allocator, m.allocator_name); });
         Series& sr = it != series.end() ? *it : series.emplace_back(Series{m.allocator_name, {}});
-        if (sr.points.empty()) reserve_room(sr.points, num_records);
+        if (sr.points.empty()) reserve_huge_unless_reclaimed(sr.points, num_records);
         const auto first_buffer = static_cast<uint32_t>(buffers.size());
         open.clear();
         for (const AllocationRecord& r : m.allocation_records) {

@@ -57,8 +57,8 @@ void RunShapes::fill(const Graph& graph, std::span<const NodeExecStats* const> r
   ran_.assign(graph.num_nodes(), false);
   const int n = graph.num_nodes();
   for (int id = 0; id < n; ++id) ran_[id] = recorded[id] != nullptr;
-  reserve_room(first_, static_cast<size_t>(n) + 1);
-  reserve_room(outputs_, static_cast<size_t>(n));  // most nodes have one output
+  reserve_huge_unless_reclaimed(first_, static_cast<size_t>(n) + 1);
+  reserve_huge_unless_reclaimed(outputs_, static_cast<size_t>(n));  // most nodes have one output
   for (int id = 0; id < n; ++id) {
     first_.push_back(static_cast<uint32_t>(outputs_.size()));
     const Node& node = *graph.node(id);

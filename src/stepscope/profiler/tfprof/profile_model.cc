@@ -179,7 +179,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
 
   // A fresh model (a new Profiler's) knows no node yet: nothing to look up, and room for all.
   const bool fresh_model = nodes.empty();
-  reserve_room(nodes, nodes.size() + static_cast<size_t>(n - first));
+  reserve_huge_unless_reclaimed(nodes, nodes.size() + static_cast<size_t>(n - first));
   by_name_.reserve(nodes.size() + static_cast<size_t>(n - first), [this](int32_t i) { return name_of(i); });
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
@@ -271,8 +271,8 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   const size_t first_new = data.nodes.size();
   size_t num_records = 0;
   for (const DeviceStepStats& dev_stats : stats.dev_stats) num_records += dev_stats.node_stats.size();
-  reserve_room(data.nodes, data.nodes.size() + num_records);
-  reserve_room(data.execs, data.execs.size() + num_records);
+  reserve_huge_unless_reclaimed(data.nodes, data.nodes.size() + num_records);
+  reserve_huge_unless_reclaimed(data.execs, data.execs.size() + num_records);
   // Each graph node's record, for RunShapes (its rule: the record's node_id is a node of the
   // graph of the record's name), found here with the model's own check: synced with the graph,
   // the model node at by_graph_id_[id] has graph node id's name.
