@@ -46,7 +46,7 @@ int reps_for(const char* phase, int reps) { return only_phase == phase ? only_re
 // host's fault too: what a user's query meets in a new process or minutes after the last one,
 // where back-to-back repetitions reuse memory the host still backs.
 double pause_s = 0;
-void pause() {
+void pause_before_repetition() {
   if (pause_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
 }
 
@@ -71,7 +71,7 @@ double median_of(std::vector<double> times, const char* phase) {
 double median_seconds(const char* phase, int reps, const std::function<void()>& body) {
   std::vector<double> times;
   for (int i = 0; i < reps_for(phase, reps); ++i) {
-    pause();
+    pause_before_repetition();
     times.push_back(seconds_of(body));
   }
   return median_of(std::move(times), phase);
@@ -122,7 +122,7 @@ Row measure(int64_t n) {
       Session again(g, {.inter_op_threads = 1});
       again.run(feeds, {y});
       RunMetadata first;
-      pause();
+      pause_before_repetition();
       times.push_back(seconds_of([&] { again.run(feeds, {y}, {}, traced, &first); }));
     }
     median_of(std::move(times), "first");  // to stderr; the row keeps the process's first traced run
@@ -174,7 +174,7 @@ Row measure(int64_t n) {
       Profiler profiler(g);
       profiler.set_log(&quiet);
       profiler.add_step(1, metadata);
-      pause();
+      pause_before_repetition();
       times.push_back(seconds_of([&] { view(profiler); }));
     }
     return median_of(std::move(times), phase);

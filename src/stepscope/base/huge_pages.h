@@ -49,17 +49,22 @@ bool balloon_reports_free_pages(const std::string& driver_dir);
 // time (a Profiler synced with a graph that grows by a few nodes between steps) must not copy
 // the whole array every time.
 template <typename T>
+size_t grown_capacity(const std::vector<T>& v, size_t n) {
+  return v.empty() ? n : std::max(n, 2 * v.capacity());
+}
+template <typename T>
 void reserve_huge(std::vector<T>& v, size_t n) {
   if (n <= v.capacity()) return;
-  v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
+  v.reserve(grown_capacity(v, n));
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
 }
 // reserve_huge, but in 4 KiB pages where the host takes back free memory (see above).
 template <typename T>
 void reserve_huge_unless_reclaimed(std::vector<T>& v, size_t n) {
-  if (n <= v.capacity()) return;
-  v.reserve(v.empty() ? n : std::max(n, 2 * v.capacity()));
-  if (!host_takes_back_free_memory()) advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
+  if (!host_takes_back_free_memory())
+    reserve_huge(v, n);
+  else if (n > v.capacity())
+    v.reserve(grown_capacity(v, n));
 }
 // A vector of n value-initialized items, in advised room.
 template <typename T>
