@@ -16,16 +16,17 @@
 #include <regex>
 #include <set>
 
-#include "stepscope/testing/error_text.h"
+#include "stepscope/base/file_io.h"
 #include "stepscope/hooks/basic_session_run_hooks.h"
 #include "stepscope/hooks/estimator.h"
-#include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/hooks/hook_test_util.h"
 #include "stepscope/hooks/monitored_session.h"
 #include "stepscope/hooks/monitored_training_session.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/memory_kinds.h"
 #include "stepscope/profiler/run_metadata_io.h"
-#include "stepscope/base/file_io.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
+#include "stepscope/testing/error_text.h"
 #include "stepscope/testing/trace_validator.h"
 #include "stepscope/train/checkpoint.h"
 #include "stepscope/train/layers.h"
@@ -310,6 +311,30 @@ TEST_F(ProfilerHookTest, KeepsATfprofProfile) {
   ProfilerHook without(options({.save_steps = 2, .save_profile = false}));
   without.begin(g);
   EXPECT_EQ(without.profiler(), nullptr);
+}
+
+// Past 10,000 records the Profiler works a step's memory by kind out on a thread of its own,
+// beside its model taking the step in (ThreadSanitizer runs this test).
+TEST_F(ProfilerHookTest, ABigStepGoesInTheProfileWithItsMemoryByKind) {
+  Output one = constant(root.with_op_name("one"), Tensor::from_vector<float>({1, 1}));
+  Output chain = one;
+  const Scope links = root.with_name_scope("chain");
+  for (int i = 0; i < 10000; ++i) chain = add(links, chain, one);
+  Node* step_and_chain = group(root, {train_op, chain.node});
+  ProfilerHook hook(options({.save_steps = 2}));
+  {
+    SingularMonitoredSession sess(g, {.hooks = {&hook}});
+    for (int i = 0; i < 3; ++i) sess.run(step_and_chain);
+  }
+  ASSERT_NE(hook.profiler(), nullptr);
+  ASSERT_THAT(hook.profiler()->steps(), ElementsAre(2));
+  const std::optional<MemoryByKind> memory = hook.profiler()->memory_by_kind(2);
+  ASSERT_TRUE(memory.has_value());
+  EXPECT_GT(memory->of(MemoryKind::kActivations), 0);
+  int64_t sum = 0;
+  for (int64_t bytes : memory->bytes) sum += bytes;
+  EXPECT_EQ(sum, memory->peak_bytes);
+  EXPECT_TRUE(warnings.empty());
 }
 
 // Every run's step timing goes in the profile, traced or not, numbered by the global step; the

@@ -68,7 +68,7 @@ void RunShapes::fill(const Graph& graph, std::span<const NodeExecStats* const> r
       if (stats)
         for (const NodeOutput& output : stats->output)
           if (output.slot == i) shape = &output.tensor_description.shape;
-      outputs_.push_back(*shape);
+      outputs_.push_back(shape);
     }
   }
   first_.push_back(static_cast<uint32_t>(outputs_.size()));
@@ -77,12 +77,19 @@ void RunShapes::fill(const Graph& graph, std::span<const NodeExecStats* const> r
     const Node& node = *graph.node(stats->node_id);
     for (const NodeOutput& output : stats->output)
       if (output.slot >= 0 && output.slot < node.num_outputs())
-        outputs_[first_[stats->node_id] + output.slot] = output.tensor_description.shape;
+        outputs_[first_[stats->node_id] + output.slot] = &output.tensor_description.shape;
   }
 }
 
-std::span<const Shape> RunShapes::outputs(const Node& node) const {
-  return std::span<const Shape>(outputs_).subspan(first_[node.id()], first_[node.id() + 1] - first_[node.id()]);
+std::vector<Shape> RunShapes::outputs(const Node& node) const {
+  std::vector<Shape> shapes;
+  outputs(node, shapes);
+  return shapes;
+}
+
+void RunShapes::outputs(const Node& node, std::vector<Shape>& out) const {
+  out.clear();
+  for (uint32_t i = first_[node.id()]; i < first_[node.id() + 1]; ++i) out.push_back(*outputs_[i]);
 }
 
 std::vector<Shape> RunShapes::inputs(const Node& node) const {
@@ -98,7 +105,7 @@ void RunShapes::inputs(const Node& node, std::vector<Shape>& out) const {
 }
 
 const Shape& RunShapes::output(const Output& output) const {
-  return outputs_[first_[output.node->id()] + output.index];
+  return *outputs_[first_[output.node->id()] + output.index];
 }
 
 bool RunShapes::ran(const Node& node) const { return ran_[node.id()]; }
@@ -112,9 +119,10 @@ int64_t float_ops(const Node& node, std::span<const Shape> inputs, std::span<con
 
 int64_t node_float_ops(const Node& node, const RunShapes& shapes) {
   if (!node.op().flops) return 0;
-  thread_local std::vector<Shape> inputs;  // reused: a graph's worth of calls allocates once
+  thread_local std::vector<Shape> inputs, outputs;  // reused: a graph's worth of calls allocates once
   shapes.inputs(node, inputs);
-  return float_ops(node, inputs, shapes.outputs(node));
+  shapes.outputs(node, outputs);
+  return float_ops(node, inputs, outputs);
 }
 
 int64_t node_float_ops(const Node& node) {

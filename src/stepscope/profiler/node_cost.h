@@ -25,7 +25,8 @@ const Node* recorded_node(const Graph& graph, const NodeExecStats& record);
 class RunShapes {
  public:
   // Shapes the step recorded for each node's outputs (a fed node's are the fed tensors'); where
-  // it recorded none (a node that did not run), the graph's inferred shapes.
+  // it recorded none (a node that did not run), the graph's inferred shapes. It points at those
+  // shapes: valid while the graph and the step are.
   RunShapes(const Graph& graph, const StepStats& step);
   // The same from each node's record, found by the caller: by graph id (graph.num_nodes()
   // entries, null: none), and the further records of nodes recorded more than once, in the
@@ -34,7 +35,9 @@ class RunShapes {
   RunShapes(const Graph& graph, std::span<const NodeExecStats* const> recorded,
             std::span<const NodeExecStats* const> again);
 
-  std::span<const Shape> outputs(const Node& node) const;
+  std::vector<Shape> outputs(const Node& node) const;
+  // The same into `out` (cleared first), for a caller that reuses it.
+  void outputs(const Node& node, std::vector<Shape>& out) const;
   // The shapes of the node's data inputs, in input order: each producer's output shape.
   std::vector<Shape> inputs(const Node& node) const;
   // The same into `out` (cleared first), for a caller that reuses it.
@@ -49,8 +52,9 @@ class RunShapes {
             std::span<const NodeExecStats* const> again);
 
   // Every node's output shapes in one array (node id's from first_[id] to first_[id + 1]): one
-  // allocation for the graph, not one a node.
-  std::vector<Shape> outputs_;
+  // allocation for the graph, not one a node. Each points at the record's shape or the graph's
+  // (8 bytes, where a copy is 72: a million-node step's would be 72 MB to write).
+  std::vector<const Shape*> outputs_;
   std::vector<uint32_t> first_;
   std::vector<bool> ran_;
 };

@@ -106,7 +106,8 @@ class Profiler {
   // Adds the statistics of a traced step (RunMetadata of a FULL_TRACE run). Several
   // RunMetadata may share a step number: they are merged. Past options.max_steps the lowest
   // step is dropped (steps() no longer lists it; the averages keep it). A RunMetadata without step stats is
-  // ignored with TensorFlow's "Invalid RunMetadata for step <n>" on the log.
+  // ignored with TensorFlow's "Invalid RunMetadata for step <n>" on the log. A step of 10,000
+  // records or more has its memory by kind worked out on a second thread meanwhile.
   void add_step(int64_t step, const RunMetadata& run_metadata);
   // The steps kept, ascending.
   std::vector<int64_t> steps() const;

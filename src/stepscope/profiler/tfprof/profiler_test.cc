@@ -11,6 +11,7 @@
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
 #include "stepscope/ops/all_ops.h"
+#include "stepscope/profiler/memory_kinds.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/runtime/session.h"
 #include "stepscope/testing/trace_validator.h"
@@ -542,6 +543,39 @@ TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
   p.add_step(4, RunMetadata());
   EXPECT_TRUE(p.steps().empty());
   EXPECT_EQ(log.str(), "Invalid RunMetadata for step 4\n");
+}
+
+// Past 10,000 records the Profiler works a step's memory by kind out on another thread while its
+// model takes the step in: what it keeps is what memory_by_kind gives alone.
+TEST(Profiler, ABigStepsMemoryByKindIsTheOneWorkedOutAlone) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{2, 8});
+  Output h = nn::dense(root.with_name_scope("hidden"), x, 4, nn::Activation::relu, {.seed = 1});
+  Output loss = reduce_mean(root.with_name_scope("loss"), square(root.with_name_scope("loss"), h));
+  Node* train = GradientDescentOptimizer(0.1).minimize(root, loss);
+  Output chain = h;
+  const Scope links = root.with_name_scope("chain");
+  for (int i = 0; i < 10000; ++i) chain = add(links, chain, h);
+  Session session(g);
+  session.run(global_variables_initializer(root));
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  session.run({{x, Tensor(DType::kFloat32, Shape{2, 8})}}, {loss, chain}, {train}, traced, &md);
+  size_t records = 0;
+  for (const DeviceStepStats& d : md.step_stats.dev_stats) records += d.node_stats.size();
+  ASSERT_GE(records, 10000u);
+
+  Profiler p(g);
+  p.add_step(1, md);
+  const MemoryByKind alone = memory_by_kind(g, md.step_stats);
+  ASSERT_TRUE(p.memory_by_kind(1).has_value());
+  EXPECT_EQ(p.memory_by_kind(1)->to_json(), alone.to_json());
+  EXPECT_GT(alone.of(MemoryKind::kParameters), 0);
+  EXPECT_GT(alone.of(MemoryKind::kActivations), 0);
+  // The model took the step in beside it.
+  EXPECT_NE(p.profile_operations(quiet(ProfileOptionBuilder().build())).text.find("Add "), std::string::npos);
 }
 
 }  // namespace
