@@ -410,6 +410,37 @@ TEST(Executor, ConcurrentTracedRuns) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+// A big plan's names (labels, op types) are made by its first traced step on a core the
+// executor leaves idle, beside the step (one inter-op thread here; ThreadSanitizer runs this
+// test). Two first traced steps at once: one makes them, the other waits for them.
+TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4});
+  Output y = x;
+  for (int i = 0; i < 10000; ++i) y = add_one(s, y);
+  Session sess(g, {.inter_op_threads = 1});
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{4})}};
+  sess.run(feeds, {y});  // the plan, untraced: no names yet
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  opts.output_partition_graphs = true;
+  std::vector<RunMetadata> md(2);
+  std::thread other([&] { sess.run(feeds, {y}, {}, opts, &md[1]); });
+  sess.run(feeds, {y}, {}, opts, &md[0]);
+  other.join();
+  for (const RunMetadata& m : md) {
+    const auto nodes = ran_nodes(m.step_stats.dev_stats.at(0));
+    ASSERT_EQ(nodes.size(), 10000u);
+    EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
+    EXPECT_EQ(nodes[9999].timeline_label,
+              std::string(nodes[9999].node_name) + " = TestAddOne(" + std::string(nodes[9998].node_name) + ")");
+    EXPECT_EQ(nodes[9999].op_type, "TestAddOne");
+    ASSERT_EQ(m.partition_graphs.size(), 1u);
+    EXPECT_EQ(m.partition_graphs[0].node_names.size(), 10000u);
+  }
+}
+
 // A traced step that fails still describes what ran, the failing node without outputs.
 TEST(Executor, FullTraceOfAFailingStep) {
   Graph g;

@@ -153,9 +153,12 @@ struct Executor::Plan {
         fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
                               StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
                               f.first_slot, f.num_slots, f.device});
+      named_.store(true, std::memory_order_release);
     });
     return names_;
   }
+  // Whether names() has been made (a first traced step may make them on another thread).
+  bool has_names() const { return named_.load(std::memory_order_acquire); }
   const std::vector<Names>& fed_names() const {
     names();
     return fed_names_;
@@ -175,6 +178,7 @@ struct Executor::Plan {
 
  private:
   mutable std::once_flag names_once_;
+  mutable std::atomic<bool> named_{false};
   mutable std::vector<Names> names_, fed_names_;
   mutable std::vector<std::string_view> device_names_;
   mutable std::atomic<StepBuffers*> spare_{nullptr};
