@@ -535,7 +535,9 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.recorder->close();
     const StepClock::Point end = StepClock::Point::now();
     if (trace_devices) stop_device_tracers();
-    if (naming.valid()) naming.get();
+    // finish() waits for the names where it needs them (once the step's allocation records are
+    // grouped). Should making them have failed on the other thread, finish() made them again or
+    // threw: what that thread threw is left in its future.
     buf->trace.finish(*plan, *s.recorder, StepClock(start, end), *stats);
     s.recorder->recycle();
     if (trace_devices) collect_device_tracers(*stats);

@@ -24,8 +24,6 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
                               StepStats& stats) {
   const int n = static_cast<int>(plan.items.size());
   const NodeRecord* records = records_.get();
-  const auto& names = plan.names();
-  const auto& fed = plan.fed_names();
   const auto logs = recorder.thread_logs();
 
   // 1. The nodes that ran, in start order: each thread's list is (a thread runs one node at a
@@ -87,7 +85,10 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   place(other, false);
   auto allocator_of = [&](size_t record) { return one_allocator ? kernel_allocator : source[record]->allocator; };
 
-  // 3. The StepStats.
+  // 3. The StepStats. A plan's first traced step may have its names made on another thread
+  // meanwhile (Executor::run): what came before does not need them, this waits for them.
+  const auto& names = plan.names();
+  const auto& fed = plan.fed_names();
   auto& devices = stats.dev_stats;
   devices.resize(plan.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) devices[d].device = plan.device_names()[d];
