@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -543,6 +544,67 @@ TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
   p.add_step(4, RunMetadata());
   EXPECT_TRUE(p.steps().empty());
   EXPECT_EQ(log.str(), "Invalid RunMetadata for step 4\n");
+}
+
+// A view of 20,000 lines or more makes the later part of its top level on a second thread:
+// its text, protos and timeline come out whole and in display order all the same.
+TEST(Profiler, ABigViewMadeOnTwoThreadsKeepsItsOrder) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{2});
+  Output one = constant(root.with_op_name("one"), Tensor::from_vector<float>({1, 1}));
+  Output y = x;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    const Scope scope = root.with_name_scope(name);
+    for (int i = 0; i < 6000; ++i) y = add(scope, y, one);
+  }
+  Session session(g, {.inter_op_threads = 1});
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  session.run({{x, Tensor::from_vector<float>({0, 0})}}, {y}, {}, traced, &md);
+  Profiler p(g);
+  std::ostringstream log, out;
+  p.set_log(&log);
+  p.set_stdout(&out);
+  p.add_step(1, md);
+
+  const GraphProfile view = p.profile_name_scope(quiet(ProfileOptionBuilder().build()));
+  std::vector<std::string> top;
+  for (const GraphNodeProto& c : view.root.children) top.push_back(c.name);
+  EXPECT_EQ(top, (V{"a", "b", "c", "d", "one", "x"}));
+  // Every line, after the legend's, is the next node of a walk of the protos, indented by its depth.
+  std::vector<std::string> walked;
+  std::function<void(const GraphNodeProto&, int)> walk = [&](const GraphNodeProto& node, int depth) {
+    walked.push_back(std::string(2 * static_cast<size_t>(depth), ' ') + node.name + " (");
+    for (const GraphNodeProto& c : node.children) walk(c, depth + 1);
+  };
+  walk(view.root, 0);
+  ASSERT_EQ(walked.size(), 1u + 4u + 24000u + 2u);
+  std::istringstream text(view.text);
+  std::string line;
+  std::getline(text, line);  // the legend
+  size_t lines = 0, wrong = 0;
+  while (std::getline(text, line)) {
+    if (lines >= walked.size() || line.compare(0, walked[lines].size(), walked[lines]) != 0) {
+      if (wrong++ == 0) ADD_FAILURE() << "line " << lines << ": " << line;
+    }
+    ++lines;
+  }
+  EXPECT_EQ(lines, walked.size());
+  EXPECT_EQ(wrong, 0u);
+
+  // The timeline of what the view displays: nodes from both threads' parts.
+  const fs::path dir = fs::path(::testing::TempDir()) / "tfprof_big_view";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string base = (dir / "t.json").string();
+  p.profile_name_scope(ProfileOptionBuilder().with_timeline_output(base).with_step(1).build());
+  const std::string trace = read_file(base + "_1");
+  EXPECT_TRUE(validate_chrome_trace(trace).empty());
+  for (const char* name : {"\"a/Add\"", "\"b/Add_5999\"", "\"c/Add\"", "\"d/Add_5999\""})
+    EXPECT_NE(trace.find(name), std::string::npos) << name;
+  fs::remove_all(dir);
 }
 
 // Past 10,000 records the Profiler works a step's memory by kind out on another thread while its

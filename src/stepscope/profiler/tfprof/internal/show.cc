@@ -47,7 +47,18 @@ void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t i
   p.input_shapes.clear();
   if (index < 0) return;
   const ModelNode& node = model.nodes[index];
-  if (node.device >= 0) p.devices = device_list(model.devices[node.device]);
+  if (node.device >= 0) {
+    // The process's list of that device, looked up once a run of nodes on one device (a view
+    // makes a million protos, on two threads: no lock a node).
+    thread_local std::string last_device;
+    thread_local std::span<const std::string> last_list;
+    const std::string& device = model.devices[node.device];
+    if (last_list.empty() || device != last_device) {
+      last_list = device_list(device);
+      last_device = device;
+    }
+    p.devices = last_list;
+  }
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
   if (node.input_shapes_known) {
     size_t all_dims = 0;
