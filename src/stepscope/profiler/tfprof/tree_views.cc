@@ -31,7 +31,7 @@ struct TreeQuery {
   std::vector<int32_t> indents;
   size_t indent_bytes = 0, shown_count = 0;
   std::vector<int32_t> lines;  // a shown entry's: its own line and its shown descendants'
-  std::vector<char> visited;  // graph view: each node is visited once per pass
+  std::vector<char> visited;   // graph view: each node is visited once per pass
 
   TreeQuery(const ViewTree& t, const ProfileModel& m, const std::vector<NodeStats>& s, const ViewOptions& opts,
             std::string_view synthetic)
