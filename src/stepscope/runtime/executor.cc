@@ -388,8 +388,9 @@ constexpr size_t kItemsWorthNamingAside = 10000;
 
 // The plan's names (each node's label, op type and device, interned), which its first traced
 // step makes and needs only once the step is over. Where the executor leaves a core idle, a big
-// plan's are made there while the step runs (the future: wait on it before the names are read);
-// otherwise here, before the step.
+// plan's are made there while the step runs: names() then blocks a reader until they are made,
+// and the future holds the thread (its destructor waits for it). Otherwise they are made here,
+// before the step.
 std::future<void> name_plan(const Executor::Plan& plan, int cores_used) {
   if (!plan.has_names() && plan.items.size() >= kItemsWorthNamingAside &&
       static_cast<unsigned>(cores_used) < std::thread::hardware_concurrency()) {

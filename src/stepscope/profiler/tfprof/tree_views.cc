@@ -225,9 +225,9 @@ struct TreeQuery {
   }
 
   // The root's shown children and what they head: on a big view, the later ones (half the
-  // lines) on a second thread, into a text and a list of their own, joined after; a view's time
-  // is mostly memory it has not touched yet (~400 bytes a line), which two cores fault in about
-  // twice as fast.
+  // lines) on a second thread, into a text and a list of their own, joined after. The scope view
+  // of 10^5 nodes takes 0.78x the time; at 10^6 on a VM whose fresh memory costs its host's
+  // faults too, no gain (BENCHMARKS.md, issue 16, sixteenth session).
   void format_top(std::string& text, GraphNodeProto& root_proto, std::vector<int32_t>& displayed, size_t line_bytes) {
     const std::vector<int32_t>& top = show_children[tree.root];
     root_proto.children.resize(top.size());
