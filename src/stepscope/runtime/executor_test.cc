@@ -29,8 +29,7 @@ TEST(Executor, RunsAChainAndFetchesResults) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
-  Output y = x;
-  for (int i = 0; i < 100; ++i) y = add_one(s, y);
+  Output y = add_one_chain(s, x, 100);
   Session sess(g, {.inter_op_threads = 2});
   auto out = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y});
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{101, 102}));
@@ -362,8 +361,7 @@ TEST(Executor, ARunThatAsksHasItsStepTiming) {
     Graph g;
     Scope s(g);
     auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
-    Output y = x;
-    for (int i = 0; i < 200; ++i) y = add_one(s, y);
+    Output y = add_one_chain(s, x, 200);
     Session sess(g, {.inter_op_threads = threads});
     RunMetadata metadata;
     sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y}, {}, RunOptions{}, &metadata);

@@ -94,6 +94,11 @@ inline const OpDef& fail_negative_op() {
 inline Output add_one(const Scope& s, Output x, CallSite site = CallSite::current()) {
   return s.add_node(add_one_op(), {x}, {}, site)->output(0);
 }
+// A chain of n add_one nodes from x; its last output.
+inline Output add_one_chain(const Scope& s, Output x, int n) {
+  for (int i = 0; i < n; ++i) x = add_one(s, x);
+  return x;
+}
 inline Output add(const Scope& s, Output x, Output y) {
   return s.add_node(add_op(), {x, y}, {}, CallSite::current())->output(0);
 }

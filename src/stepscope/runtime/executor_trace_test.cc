@@ -71,8 +71,7 @@ TEST(Executor, FullTraceTimestampsFollowTheDataflow) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4});
-  Output y = x;
-  for (int i = 0; i < 20; ++i) y = add_one(s, y);
+  Output y = add_one_chain(s, x, 20);
   Session sess(g, {.inter_op_threads = 1});
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
@@ -276,8 +275,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
-  Output y = x;
-  for (int i = 0; i < 800; ++i) y = add_one(s, y);  // big enough for the arrays to be kept
+  Output y = add_one_chain(s, x, 800);  // big enough for the arrays to be kept
   Session sess(g, {.inter_op_threads = 1});
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
@@ -417,8 +415,7 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   Graph g;
   Scope s(g);
   auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4});
-  Output y = x;
-  for (int i = 0; i < 10000; ++i) y = add_one(s, y);
+  Output y = add_one_chain(s, x, 10000);
   Session sess(g, {.inter_op_threads = 1});
   const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{4})}};
   sess.run(feeds, {y});  // the plan, untraced: no names yet
