@@ -43,4 +43,16 @@ void advise_huge_pages(const void* data, size_t bytes) noexcept {
 #endif
 }
 
+void prefault_pages(const void* data, size_t bytes) noexcept {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // the kernel's value, where the C library predates it
+#endif
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kPage - 1) & ~(kPage - 1);
+  const uintptr_t last = (begin + bytes) & ~(kPage - 1);
+  if (last <= first) return;
+  (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+}
+
 }  // namespace stepscope

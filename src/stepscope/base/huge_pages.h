@@ -44,6 +44,12 @@ bool host_takes_back_free_memory();
 // False where there is no such directory.
 bool balloon_reports_free_pages(const std::string& driver_dir);
 
+// Maps the pages inside [data, data + bytes) writable now, without changing what they hold
+// (MADV_POPULATE_WRITE, Linux 5.14): a thread with nothing else to do takes the faults of
+// memory another is about to write (two cores fault in ~1.7x as fast as one on this VM). Only
+// advice: where it is missing or fails (memory no longer mapped) nothing changes.
+void prefault_pages(const void* data, size_t bytes) noexcept;
+
 // v.reserve(n), with the new room advised as above. A vector that holds items already grows
 // to at least twice its capacity, as push_back would: callers that reserve a little more each
 // time (a Profiler synced with a graph that grows by a few nodes between steps) must not copy

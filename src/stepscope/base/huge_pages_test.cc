@@ -1,6 +1,7 @@
 #include "stepscope/base/huge_pages.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace stepscope {
 namespace {
@@ -134,6 +136,32 @@ TEST(HugePages, SmallOrEmptyRangesAreLeftAlone) {
   std::vector<char> small(1 << 20);
   advise_huge_pages(small.data(), small.size());  // under 4 MiB: no advice, no error
   EXPECT_EQ(small[12345], 0);
+}
+
+// Prefaulting maps pages without changing them: what was written stays, the rest reads zero,
+// and where the kernel has MADV_POPULATE_WRITE (5.14) every page inside is then resident.
+TEST(HugePages, PrefaultedPagesKeepWhatTheyHoldAndAreMapped) {
+  const size_t page = 4096, pages = 64;
+  void* mapped = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  auto* bytes = static_cast<unsigned char*>(mapped);
+  bytes[3 * page + 5] = 42;
+  bytes[40 * page] = 7;
+  // From inside the first page to inside the last: only the whole pages between are asked for.
+  prefault_pages(bytes + 100, pages * page - 200);
+  EXPECT_EQ(bytes[3 * page + 5], 42);
+  EXPECT_EQ(bytes[40 * page], 7);
+  EXPECT_EQ(bytes[20 * page + 1], 0);
+  std::vector<unsigned char> resident(pages);
+  ASSERT_EQ(mincore(mapped, pages * page, resident.data()), 0);
+  const bool kernel_populates = madvise(bytes + 10 * page, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+  if (kernel_populates) {
+    for (size_t i = 1; i + 1 < pages; ++i) EXPECT_TRUE(resident[i] & 1) << "page " << i;
+  }
+  EXPECT_FALSE(resident[0] & 1);  // only partly in the range: left alone
+  ASSERT_EQ(munmap(mapped, pages * page), 0);
+  prefault_pages(mapped, pages * page);  // no longer mapped: nothing happens
+  prefault_pages(nullptr, 0);
 }
 
 }  // namespace

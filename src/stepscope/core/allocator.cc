@@ -38,8 +38,6 @@ std::vector<AllocationRecorder*>& recorder_pool() {
   static auto* pool = new std::vector<AllocationRecorder*>();  // never destroyed, like its recorders
   return *pool;
 }
-// Logs that grew past this are trimmed when their recorder goes back to the pool.
-constexpr size_t kMaxKeptEvents = size_t{1} << 20;
 }  // namespace
 
 AllocationRecorder* AllocationRecorder::acquire() {
@@ -75,6 +73,7 @@ void AllocationRecorder::recycle() {
     };
     for (ThreadLog* log : active_) reset(*log);
     active_.clear();
+    expected_events_ = expected_nodes_ = 0;
     reset(other_);
   }
   std::lock_guard<std::mutex> lock(recorder_pool_mutex);
@@ -93,6 +92,8 @@ AllocationRecorder::ThreadLog* AllocationRecorder::thread_log() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (active_.size() == logs_.size()) logs_.push_back(std::make_unique<ThreadLog>());
   ThreadLog* log = logs_[active_.size()].get();
+  log->events.reserve(expected_events_);
+  log->nodes.reserve(expected_nodes_);
   active_.push_back(log);
   cached = {this, gen, log};
   return log;

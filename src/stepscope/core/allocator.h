@@ -64,6 +64,16 @@ class AllocationRecorder {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // The calling thread's log for this recording (only the first call per thread takes the lock).
   ThreadLog* thread_log();
+  // Before the recording's threads start: room in each thread's log for this many events and
+  // nodes, made when the thread takes its log. A log that grows by doubling copies what it
+  // holds and touches fresh memory for every copy; a big step's first trace would pay that on
+  // its own thread, while it runs.
+  void expect(size_t events, size_t nodes) {
+    expected_events_ = std::min(events, kMaxKeptEvents);
+    expected_nodes_ = std::min(nodes, kMaxKeptEvents);
+  }
+  // Logs that grew past this are trimmed when their recorder goes back to the pool.
+  static constexpr size_t kMaxKeptEvents = size_t{1} << 20;
   // After close(): the logs of the threads that recorded...
   std::span<ThreadLog* const> thread_logs() const { return {active_.data(), active_.size()}; }
   // ... and the frees made outside them (by other threads), stamped with the clock.
@@ -86,6 +96,7 @@ class AllocationRecorder {
   std::vector<std::unique_ptr<ThreadLog>> logs_;  // kept across recordings, with their capacity
   std::vector<ThreadLog*> active_;                // the logs in use by this recording
   ThreadLog other_;
+  size_t expected_events_ = 0, expected_nodes_ = 0;
 };
 
 // The recording the calling thread takes part in (none: recorder null, the common, free case).

@@ -285,6 +285,36 @@ TEST(Allocator, RecordingThreadsAppendToTheirOwnLogWithTheScopeTime) {
   recorder->recycle();
 }
 
+// A recorder told how much a step will record gives each thread's log that room when the
+// thread takes it (no doubling and copying while the step runs), and forgets it when recycled.
+TEST(Allocator, RecorderGivesEachThreadLogTheRoomExpected) {
+  AllocationRecorder* recorder = AllocationRecorder::acquire();
+  recorder->expect(5000, 2000);
+  AllocationRecorder::ThreadLog* log = nullptr;
+  std::thread([&] {
+    ScopedRecording scope(recorder, 1);
+    Tensor temp(DType::kFloat32, Shape{4});
+    log = scope.scope().log;
+  }).join();
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->events.size(), 2u);
+  EXPECT_GE(log->events.capacity(), 5000u);
+  EXPECT_GE(log->nodes.capacity(), 2000u);
+  recorder->close();
+  recorder->recycle();
+  // Past what a recycled log keeps, the expectation is capped there.
+  recorder = AllocationRecorder::acquire();
+  recorder->expect(size_t{1} << 40, 0);
+  std::thread([&] {
+    ScopedRecording scope(recorder, 1);
+    Tensor temp(DType::kFloat32, Shape{4});
+    log = scope.scope().log;
+  }).join();
+  EXPECT_LE(log->events.capacity(), 2 * AllocationRecorder::kMaxKeptEvents);
+  recorder->close();
+  recorder->recycle();
+}
+
 TEST(Allocator, FreeAfterTheRecorderClosedIsHarmless) {
   AllocationRecorder* recorder = AllocationRecorder::acquire();
   Tensor* t;

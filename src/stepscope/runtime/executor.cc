@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <future>
 #include <optional>
@@ -10,8 +11,10 @@
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "stepscope/base/clock.h"
+#include "stepscope/base/huge_pages.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/internal/executor_plan.h"
@@ -389,13 +392,28 @@ constexpr size_t kItemsWorthNamingAside = 10000;
 // The plan's names (each node's label, op type and device, interned), which its first traced
 // step makes and needs only once the step is over. Where the executor leaves a core idle, a big
 // plan's are made there while the step runs: names() then blocks a reader until they are made,
-// and the future holds the thread (its destructor waits for it). Otherwise they are made here,
-// before the step.
-std::future<void> name_plan(const Executor::Plan& plan, int cores_used) {
+// and the future holds the thread (its destructor waits for it). That thread then faults in
+// `room`, the memory the end of the step writes (StepStats::room, given once the step has
+// reserved it): the step's first trace is mostly fresh memory at ~2 µs a page on a VM, and
+// the names are made well before the step ends. Otherwise the names are made here, before the
+// step.
+using StepRoom = std::vector<std::span<const std::byte>>;
+std::future<void> name_plan(const Executor::Plan& plan, int cores_used, std::future<StepRoom> room) {
   if (!plan.has_names() && plan.items.size() >= kItemsWorthNamingAside &&
       static_cast<unsigned>(cores_used) < std::thread::hardware_concurrency()) {
     try {
-      return std::async(std::launch::async, [&plan] { plan.names(); });
+      return std::async(std::launch::async, [&plan, room = std::move(room)]() mutable {
+        plan.names();
+        // In the order the end of the step writes them: a piece of each span in turn.
+        constexpr size_t kPieces = 64;
+        const StepRoom spans = room.get();  // broken (the step threw first): nothing to do
+        for (size_t k = 0; k < kPieces; ++k)
+          for (const auto& span : spans) {
+            const size_t piece = (span.size() + kPieces - 1) / kPieces;
+            const size_t at = std::min(span.size(), k * piece);
+            prefault_pages(span.data() + at, std::min(piece, span.size() - at));
+          }
+      });
     } catch (const std::system_error&) {  // no thread to be had: made here instead
     }
   }
@@ -458,16 +476,24 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   StepStats* stats = nullptr;
   StepClock::Point start{};
   std::future<void> naming;  // the plan's names, made beside a first traced step
+  // For the thread that makes them: the room the step's end will write. Declared after
+  // `naming`, so that a step that throws before giving it breaks the promise (and frees that
+  // thread) before naming's destructor waits for the thread.
+  std::promise<StepRoom> room;
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
     s.trace = true;
     const int cores_used =
         std::max(pool_ ? pool_->num_threads() + 1 : 1, intra_op_pool_ ? intra_op_pool_->num_threads() + 1 : 1);
-    naming = name_plan(*plan, cores_used);
+    naming = name_plan(*plan, cores_used, room.get_future());
     s.recorder = AllocationRecorder::acquire();
+    // Room for a node's output and the free of its input (what most nodes record), on whichever
+    // thread runs them: room not written is not memory used.
+    s.recorder->expect(2 * num_items, num_items);
     stats = &metadata->step_stats;
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     const StepStatsBuilder::Slots slots = buf->trace.begin(*plan, *stats, start);
+    if (naming.valid()) room.set_value(stats->room());
     s.records = slots.records;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).

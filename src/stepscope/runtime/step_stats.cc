@@ -287,6 +287,18 @@ std::span<AllocationRecord> StepStats::resize_records(size_t n) {
   return records_;
 }
 
+std::vector<std::span<const std::byte>> StepStats::room() const {
+  std::vector<std::span<const std::byte>> room;
+  auto add = [&](const auto& array) {
+    const auto* end = array.data() + array.size();
+    room.push_back(std::as_bytes(std::span(end, array.capacity() - array.size())));
+  };
+  for (const auto& dev : dev_stats) add(dev.node_stats);
+  add(memory_);
+  add(records_);
+  return room;
+}
+
 std::span<NodeOutput> StepStats::add_outputs(size_t n) { return add(outputs_, n); }
 std::span<AllocationRecord> StepStats::add_records(size_t n) { return add(records_, n); }
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -168,6 +169,10 @@ class StepStats {
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds
   // a view of them (items kept are not reset).
   std::span<AllocationRecord> resize_records(size_t n);
+  // The room reserved beyond what the devices' node lists, the memory entries and the
+  // allocation records hold: what the end of a step writes, for an idle thread to fault in
+  // before (prefault_pages).
+  std::vector<std::span<const std::byte>> room() const;
 
  private:
   template <typename T>

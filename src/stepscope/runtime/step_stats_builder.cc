@@ -15,6 +15,13 @@ StepStatsBuilder::Slots StepStatsBuilder::begin(const Executor::Plan& plan, Step
   // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
   // its view needs no copy.
   NodeOutput* outputs = stats.reuse_for_step(static_cast<size_t>(plan.num_slots)).data();
+  // Room for what finish() writes, made now so that a thread left idle can fault it in while
+  // the step runs (StepStats::room): a node entry a node, and a memory entry and two allocation
+  // records a node, as most nodes have (finish() grows them where a step has more).
+  const size_t n = plan.items.size();
+  stats.dev_stats.resize(plan.devices.size());
+  if (stats.dev_stats.size() == 1) stats.dev_stats[0].node_stats.reserve(plan.fed_nodes.size() + n);
+  stats.reserve(0, n, 2 * n - std::min(2 * n, stats.num_stored_records()));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {records_.get(), outputs};

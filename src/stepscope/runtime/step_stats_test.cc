@@ -57,6 +57,29 @@ TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
   EXPECT_NE(another.reuse_for_step(outputs / 2).data(), arrays);
 }
 
+// room() is what is reserved and not yet written, for a thread to fault in before a step's end
+// writes it: the devices' node lists, the memory entries and the allocation records.
+TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
+  StepStats st;
+  st.dev_stats.resize(2);
+  st.dev_stats[0].node_stats.reserve(10);
+  st.dev_stats[0].node_stats.resize(4);
+  st.dev_stats[1].node_stats.reserve(3);
+  st.reserve(0, 5, 8);
+  st.resize_records(2);
+  const auto room = st.room();
+  ASSERT_EQ(room.size(), 4u);  // two node lists, memory, records
+  const auto& nodes = st.dev_stats[0].node_stats;
+  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(nodes.data() + 4));
+  EXPECT_EQ(room[0].size(), (nodes.capacity() - 4) * sizeof(NodeExecStats));
+  EXPECT_EQ(room[1].size(), st.dev_stats[1].node_stats.capacity() * sizeof(NodeExecStats));
+  EXPECT_GE(room[2].size(), 5 * sizeof(AllocatorMemoryUsed));
+  EXPECT_GE(room[3].size(), 6 * sizeof(AllocationRecord));
+  // Written up to capacity: no room left.
+  st.dev_stats[1].node_stats.resize(st.dev_stats[1].node_stats.capacity());
+  EXPECT_TRUE(st.room()[1].empty());
+}
+
 TEST(StepStats, ResizeRecordsToFillInPlace) {
   StepStats st;
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
