@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace stepscope {
@@ -17,11 +18,12 @@ namespace {
 // its labels as one string (Executor::Plan::names).
 class InternTable {
  public:
-  std::string_view intern(std::string_view s) {
-    const size_t hash = std::hash<std::string_view>{}(s);
+  // `owned`, when given, holds s and is kept as the copy (no copy made) if s is new and big.
+  std::string_view intern(std::string_view s, std::string* owned = nullptr) {
+    const size_t hash = hash_of(s);
     std::lock_guard<std::mutex> lock(mutex_);
     reserve(1);
-    return insert(s, hash);
+    return insert(s, hash, owned);
   }
 
  private:
@@ -40,19 +42,36 @@ class InternTable {
     grow(capacity);
   }
 
-  std::string_view insert(std::string_view s, size_t hash) {
+  // A big string (a plan's labels, tens of MB) is hashed on a sample: its size and 64 bytes of
+  // every 4 KiB. Equal strings still hash alike; strings that differ only elsewhere cost a
+  // comparison. Hashing all of it took longer than making the labels.
+  static size_t hash_of(std::string_view s) {
+    constexpr size_t kWhole = 64 << 10, kStride = 4096, kSample = 64;
+    if (s.size() <= kWhole) return std::hash<std::string_view>{}(s);
+    size_t hash = std::hash<size_t>{}(s.size());
+    for (size_t at = 0; at < s.size(); at += kStride)
+      hash = hash * 31 + std::hash<std::string_view>{}(s.substr(at, kSample));
+    return hash ^ std::hash<std::string_view>{}(s.substr(s.size() - kSample));
+  }
+
+  std::string_view insert(std::string_view s, size_t hash, std::string* owned) {
     if (s.empty()) return {"", 0};  // a view with data(): "set" to the readers that test it
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       Slot& slot = slots_[i];
       if (!slot.data) {
-        slot = {hash, store(s), s.size()};
+        slot = {hash, owned && s.size() > kBlockBytes / 4 ? adopt(std::move(*owned)) : store(s), s.size()};
         ++size_;
         return {slot.data, slot.size};
       }
       if (slot.hash == hash && slot.size == s.size() && std::memcmp(slot.data, s.data(), s.size()) == 0)
         return {slot.data, slot.size};
     }
+  }
+
+  const char* adopt(std::string&& s) {
+    adopted_.push_back(std::make_unique<std::string>(std::move(s)));  // a big string's buffer moves as it is
+    return adopted_.back()->data();
   }
 
   const char* store(std::string_view s) {
@@ -89,6 +108,7 @@ class InternTable {
   std::vector<Slot> slots_;  // a power of two, at most half full
   size_t size_ = 0;
   std::vector<std::unique_ptr<char[]>> blocks_;
+  std::vector<std::unique_ptr<std::string>> adopted_;
   char* block_next_ = nullptr;
   size_t block_left_ = 0;
 };
@@ -101,6 +121,10 @@ InternTable& intern_table() {
 }
 
 std::string_view StepStats::intern(std::string_view s) { return intern_table().intern(s); }
+std::string_view StepStats::intern(std::string&& s) {
+  const std::string_view view = s;
+  return intern_table().intern(view, &s);
+}
 
 namespace {
 

@@ -129,6 +129,10 @@ class StepStats {
 
   // A process-wide copy of `s` that is never freed (equal strings share one copy).
   static std::string_view intern(std::string_view s);
+  // The same, keeping `s` itself as the copy where it is new and big (a plan's labels): no
+  // second copy of tens of MB. `s` is left valid but unspecified.
+  static std::string_view intern(std::string&& s);
+  static std::string_view intern(const char* s) { return intern(std::string_view(s)); }
 
   // Copy the items (which must not be in this StepStats' arrays themselves) into its arrays
   // and return the view to put in a node of it. Put it there before the next store or add: when

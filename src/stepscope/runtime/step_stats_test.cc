@@ -133,6 +133,30 @@ TEST(StepStatsInternTest, EqualStringsShareOneCopyAndOutliveTheirSource) {
   EXPECT_TRUE(StepStats::intern("").empty());
 }
 
+// A plan's labels (tens of MB) are interned by giving the string itself: kept, not copied,
+// and hashed on a sample, which must still tell apart strings that differ outside it.
+TEST(StepStatsInternTest, ABigStringGivenIsKeptAsItIsAndSharedByEqualOnes) {
+  static int run = 0;  // new strings on every run of the test in this process
+  std::string big(1 << 20, 'x');
+  big += "/run " + std::to_string(run++);
+  const std::string copy = big;
+  const char* buffer = big.data();
+  const std::string_view kept = StepStats::intern(std::move(big));
+  EXPECT_EQ(kept.data(), buffer);
+  EXPECT_EQ(kept, copy);
+  EXPECT_EQ(StepStats::intern(copy).data(), buffer);  // an equal string, given as a view
+  std::string other = copy;
+  other[100000] = 'y';  // 1,696 bytes into its 4 KiB: outside the sampled 64
+  const std::string_view apart = StepStats::intern(std::move(other));
+  EXPECT_NE(apart.data(), buffer);
+  EXPECT_EQ(apart[100000], 'y');
+  EXPECT_EQ(kept[100000], 'x');
+  // A small string given is copied as any other.
+  std::string small = "intern_given/small " + std::to_string(run);
+  const std::string_view small_kept = StepStats::intern(std::move(small));
+  EXPECT_EQ(small_kept, "intern_given/small " + std::to_string(run));
+}
+
 TEST(StepStatsInternTest, EqualStringsShareOneCopyThroughTheTablesGrowth) {
   // Enough new strings to grow the table several times, with repeats, and big strings (a plan's
   // labels are interned as one string) between small ones.

@@ -133,7 +133,7 @@ struct Executor::Plan {
         append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
         written.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
       }
-      const std::string_view interned = StepStats::intern(labels);
+      const std::string_view interned = StepStats::intern(std::move(labels));
       std::string_view op_type, interned_op_type;
       names_.reserve(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
