@@ -404,9 +404,14 @@ std::future<void> name_plan(const Executor::Plan& plan, int cores_used, std::fut
     try {
       return std::async(std::launch::async, [&plan, room = std::move(room)]() mutable {
         plan.names();
+        StepRoom spans;
+        try {
+          spans = room.get();
+        } catch (const std::future_error&) {  // the step threw before giving it: nothing to do
+          return;
+        }
         // In the order the end of the step writes them: a piece of each span in turn.
         constexpr size_t kPieces = 64;
-        const StepRoom spans = room.get();  // broken (the step threw first): nothing to do
         for (size_t k = 0; k < kPieces; ++k)
           for (const auto& span : spans) {
             const size_t piece = (span.size() + kPieces - 1) / kPieces;
@@ -479,12 +484,13 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   // For the thread that makes them: the room the step's end will write. Declared after
   // `naming`, so that a step that throws before giving it breaks the promise (and frees that
   // thread) before naming's destructor waits for the thread.
-  std::promise<StepRoom> room;
+  // Made only for a plan's first traced step (a promise allocates).
+  std::optional<std::promise<StepRoom>> room;
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
     s.trace = true;
     const int cores_used =
         std::max(pool_ ? pool_->num_threads() + 1 : 1, intra_op_pool_ ? intra_op_pool_->num_threads() + 1 : 1);
-    naming = name_plan(*plan, cores_used, room.get_future());
+    if (!plan->has_names()) naming = name_plan(*plan, cores_used, room.emplace().get_future());
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
     // thread runs them: room not written is not memory used.
@@ -493,7 +499,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     const StepStatsBuilder::Slots slots = buf->trace.begin(*plan, *stats, start);
-    if (naming.valid()) room.set_value(stats->room());
+    if (naming.valid()) room->set_value(stats->room());
     s.records = slots.records;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).

@@ -438,6 +438,35 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   }
 }
 
+// The thread that makes a big plan's names then faults in what the step's end writes. A first
+// traced step that fails on its last node still records every node that ran, with its memory;
+// the next traced step is whole.
+TEST(Executor, ABigPlansFirstTracedStepThatFailsRecordsWhatRan) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+  Output chain = add_one_chain(s, x, 10000);
+  auto bad = s.with_op_name("bad").add_node(fail_negative_op(), {chain}, {}, CallSite::current())->output(0);
+  Session sess(g, {.inter_op_threads = 1});
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  RunMetadata failed;
+  EXPECT_THROW(sess.run({{x, Tensor::from_vector<float>({-20000, 1})}}, {bad}, {}, opts, &failed),
+               InvalidArgumentError);
+  const auto nodes = ran_nodes(failed.step_stats.dev_stats.at(0));
+  ASSERT_EQ(nodes.size(), 10001u);
+  EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
+  EXPECT_EQ(nodes[10000].node_name, "bad");
+  EXPECT_TRUE(nodes[10000].output.empty());
+  size_t without_memory = 0;
+  for (const auto& ns : nodes.first(10000)) without_memory += ns.memory.size() != 1 || ns.memory[0].total_bytes != 8;
+  EXPECT_EQ(without_memory, 0u);
+  RunMetadata ok;
+  auto out = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {bad}, {}, opts, &ok);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{10001, 10002}));
+  EXPECT_EQ(ran_nodes(ok.step_stats.dev_stats.at(0)).size(), 10001u);
+}
+
 // A traced step that fails still describes what ran, the failing node without outputs.
 TEST(Executor, FullTraceOfAFailingStep) {
   Graph g;
