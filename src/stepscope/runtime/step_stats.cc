@@ -42,9 +42,9 @@ class InternTable {
     grow(capacity);
   }
 
-  // A big string (a plan's labels, tens of MB) is hashed on a sample: its size and 64 bytes of
-  // every 4 KiB. Equal strings still hash alike; strings that differ only elsewhere cost a
-  // comparison. Hashing all of it took longer than making the labels.
+  // A big string (a plan's labels, tens of MB) is hashed on a sample: its size, 64 bytes of
+  // every 4 KiB and its end, not one more pass over all of it. Equal strings still hash alike;
+  // strings that differ only elsewhere cost a comparison.
   static size_t hash_of(std::string_view s) {
     constexpr size_t kWhole = 64 << 10, kStride = 4096, kSample = 64;
     if (s.size() <= kWhole) return std::hash<std::string_view>{}(s);

@@ -64,8 +64,8 @@ class StepStatsBuilder {
     NodeRecord* records;  // per plan item
     NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
   };
-  // Before the step: `stats` forgets what it held (keeping its memory) and takes the step's
-  // base times.
+  // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
+  // times, and has room reserved for what finish() writes (StepStats::room).
   Slots begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
