@@ -169,6 +169,22 @@ int64_t checked_sub(int64_t a, int64_t b, const Where& w, const char* field) {
     corrupt(Where{&w, field}, std::to_string(a) + " - " + std::to_string(b) + " is out of range");
   return r;
 }
+// Readers add a node's relative times to its start and subtract one time from another: every
+// time a step holds lies within 2^62 ns (146 years) of the epoch, where no such sum or
+// difference of two overflows.
+int64_t checked_time(int64_t t, const Where& w, const char* field) {
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  if (t <= -kLimit || t >= kLimit)
+    corrupt(Where{&w, field}, std::to_string(t) + " ns is more than 146 years from the epoch");
+  return t;
+}
+// The time `rel` after `start`, checked as above.
+int64_t checked_end(int64_t start, int64_t rel, const Where& w, const char* field) {
+  int64_t end;
+  if (__builtin_add_overflow(start, rel, &end))
+    corrupt(Where{&w, field}, std::to_string(start) + " + " + std::to_string(rel) + " is out of range");
+  return checked_time(end, w, field);
+}
 
 std::string_view get_bytes(pw::Reader& r, pw::WireType type, const Where& w, const char* field) {
   std::string_view v;
@@ -346,7 +362,8 @@ class Parser {
                          return true;
                        });
                 const int64_t wall = has_nanos ? nanos : checked_mul(micros, 1000, rw, "alloc_micros");
-                recs.push_back({checked_sub(wall, offset_, rw, "alloc_nanos"), bytes_});
+                recs.push_back(
+                    {checked_time(checked_sub(wall, offset_, rw, "alloc_nanos"), rw, "alloc_nanos"), bytes_});
                 break;
               }
               default:
@@ -437,8 +454,11 @@ class Parser {
     if (!op_end_ns) ns.op_end_rel_ns = checked_mul(op_end_us, 1000, w, "op_end_rel_micros");
     if (!end_ns) ns.all_end_rel_ns = checked_mul(end_us, 1000, w, "all_end_rel_micros");
     if (!scheduled_ns) ns.scheduled_ns = checked_mul(scheduled_us, 1000, w, "scheduled_micros");
-    ns.all_start_ns = checked_sub(ns.all_start_ns, offset_, w, "all_start_nanos");
-    ns.scheduled_ns = checked_sub(ns.scheduled_ns, offset_, w, "scheduled_nanos");
+    ns.all_start_ns = checked_time(checked_sub(ns.all_start_ns, offset_, w, "all_start_nanos"), w, "all_start_nanos");
+    ns.scheduled_ns = checked_time(checked_sub(ns.scheduled_ns, offset_, w, "scheduled_nanos"), w, "scheduled_nanos");
+    checked_end(ns.all_start_ns, ns.op_start_rel_ns, w, "op_start_rel_nanos");
+    checked_end(ns.all_start_ns, ns.op_end_rel_ns, w, "op_end_rel_nanos");
+    checked_end(ns.all_start_ns, ns.all_end_rel_ns, w, "all_end_rel_nanos");
     // op_type: from the label, as TensorFlow's timeline finds it.
     if (const ParsedNodeLabel label = parse_node_label(ns.timeline_label); label.valid)
       ns.op_type = StepStats::intern(label.op);

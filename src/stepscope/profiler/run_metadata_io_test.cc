@@ -314,6 +314,46 @@ TEST_F(RunMetadataFileTest, BadTagIsDataLoss) {
   EXPECT_THROW(parse_run_metadata(wrong), DataLossError);
 }
 
+// A node's end is its start plus a relative time, which readers (the critical path, the
+// timeline) compute: a start and duration whose sum overflows, or a time past 146 years from
+// the epoch, is corrupt (the run_metadata fuzzer found the first). Today's wall clock is fine.
+TEST(RunMetadataIo, TimesWhoseEndOverflowsAreCorrupt) {
+  auto parse_node = [](int64_t start, int end_field, int64_t rel) {
+    std::string node, dev, steps, md;
+    pw::put_int_field(node, 13, start);  // all_start_nanos
+    pw::put_int_field(node, end_field, rel);
+    pw::put_bytes_field(dev, 2, node);
+    pw::put_bytes_field(steps, 1, dev);
+    pw::put_bytes_field(md, 1, steps);
+    return parse_run_metadata(md, "crafted.pb");
+  };
+  auto error = [&](int64_t start, int end_field, int64_t rel) {
+    try {
+      parse_node(start, end_field, rel);
+    } catch (const DataLossError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  EXPECT_NE(error(INT64_MAX - 4, 16, 401).find("all_start_nanos: 9223372036854775803 ns is more than 146 years"),
+            std::string::npos);  // the fuzzer's input
+  EXPECT_NE(error((int64_t{1} << 62) - 100, 16, INT64_MAX - 10)
+                .find("all_end_rel_nanos: 4611686018427387804 + 9223372036854775797 is out of range"),
+            std::string::npos);
+  EXPECT_NE(
+      error(1, 15, (int64_t{1} << 62) - 1).find("op_end_rel_nanos: 4611686018427387904 ns is more than 146 years"),
+      std::string::npos);
+  EXPECT_NE(error(int64_t{1} << 62, 16, 0).find("all_start_nanos: 4611686018427387904 ns is more than 146 years"),
+            std::string::npos);
+  const int64_t now = 1'764'633'600'000'000'000;  // 2025-12-02, wall-clock ns
+  const RunMetadata ok = parse_node(now, 16, 1'000'000);
+  ASSERT_EQ(ok.step_stats.dev_stats.at(0).node_stats.size(), 1u);
+  EXPECT_EQ(
+      ok.step_stats.dev_stats[0].node_stats[0].all_start_ns + ok.step_stats.dev_stats[0].node_stats[0].all_end_rel_ns,
+      now + 1'000'000);
+}
+
 // Issue 12 (6): crafted times overflowed int64 when converted (µs x 1000, wall-clock to
 // monotonic): undefined behaviour (UBSan aborts) and garbage times. Now a DataLossError naming
 // the field and, with a source, the file.
