@@ -362,7 +362,10 @@ void EventFileWriter::flush() {
     struct stat st;
     if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT) {
       // Deleted under us (a user cleaning the log directory): start a new file, as TensorFlow's
-      // EventsWriter does, carrying over what was not yet written.
+      // EventsWriter does, carrying over what was not yet written. With nothing to write, nothing
+      // is made (TensorFlow's Flush returns when no event is outstanding): a writer closed after
+      // its directory was removed must not bring the directory back.
+      if (buffer_.empty()) return;
       ::close(fd_);
       fd_ = -1;
       make_directory(logdir_);

@@ -455,6 +455,21 @@ TEST(EventFileWriter, AFileDeletedWhileOpenIsReplacedByANewOne) {
   EXPECT_EQ(events[1].step, 11);
 }
 
+// A run's directory removed after its last event (a test's temporary directory, a user cleaning
+// up): closing the writer, as a cache does at exit, leaves it removed.
+TEST(EventFileWriter, ClosingWithNothingToWriteDoesNotBringBackADeletedDirectory) {
+  TempDir dir;
+  EventFileWriter writer(dir / "logs");
+  Event e;
+  e.step = 1;
+  writer.write_event(e);
+  writer.flush();
+  fs::remove_all(dir / "logs");
+  writer.flush();
+  writer.close();
+  EXPECT_FALSE(fs::exists(dir / "logs"));
+}
+
 class EventFileReaderCorruption : public ::testing::Test {
  protected:
   void SetUp() override {
