@@ -16,6 +16,7 @@
 #include "stepscope/ops/all_ops.h"
 #include "stepscope/train/graph_def.h"
 #include "stepscope/train/meta_graph.h"
+#include "stepscope/train/summary_writer.h"
 #include "stepscope/train/variables.h"
 
 namespace stepscope {
@@ -62,6 +63,9 @@ class CheckpointSaverHookTest : public ::testing::Test {
       : global_step(get_or_create_global_step(root)),
         train_op(testing::increment_global_step(graph, steps_per_run)->output(0)),
         init(global_variables_initializer(root)) {}
+  // What a test's hooks left in the cached summary writer goes out while model_dir exists:
+  // flushed after its removal, it would make the directory again.
+  ~CheckpointSaverHookTest() override { SummaryWriterCache::clear(); }
 
   int64_t saved_step() const { return load_int_variable(model_dir.path(), "global_step"); }
 

@@ -138,6 +138,16 @@ void ProfilerHook::end(Session&) {
       options_.log.log_warning("ProfilerHook: could not write the profile's step timings: " + std::string(e.what()));
     }
   }
+  // The run metadata summaries go out with the session, as the other hooks' summaries do, not
+  // when the cached writer is closed at exit (by then the directory may be gone).
+  if (writer_) {
+    try {
+      writer_->flush();
+    } catch (const std::exception& e) {
+      options_.log.log_warning("ProfilerHook: could not flush the summaries to '" + writer_->path() +
+                               "': " + std::string(e.what()));
+    }
+  }
 }
 
 void ProfilerHook::write_window() {

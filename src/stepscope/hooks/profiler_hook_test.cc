@@ -253,6 +253,22 @@ TEST_F(ProfilerHookTest, AHookReusedByASecondSession) {
 
 // ----- The files ------------------------------------------------------------------------------
 
+// Closing the session puts the run metadata summaries on disk (TensorBoard sees them at once),
+// not the cached writer's close at exit, when a temporary directory may be gone.
+TEST_F(ProfilerHookTest, ClosingTheSessionFlushesTheSummaries) {
+  {
+    ProfilerHook hook(options({.save_steps = 1}));
+    SingularMonitoredSession sess(g, {.hooks = {&hook}});
+    sess.run(train_op);
+    sess.run(train_op);
+    sess.close();
+  }
+  std::vector<std::string> on_disk;
+  for (const Event& e : read_dir_events(dir.path()))
+    if (e.tagged_run_metadata) on_disk.push_back(e.tagged_run_metadata->tag);
+  EXPECT_THAT(on_disk, ElementsAre("step_2"));
+}
+
 TEST_F(ProfilerHookTest, FilesParseAndValidate) {
   for (bool show_memory : {false, true}) {
     SCOPED_TRACE(show_memory);
