@@ -36,11 +36,16 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
+# The targets' scratch files (a profile to load, a served directory) go to a directory of this
+# run's, removed when it ends: libFuzzer ends a target at its time limit without its cleanup.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/stepscope-fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
 run_one() {  # target -> exit status; its log in $build/fuzz-logs/<target>.log
   local target=$1 corpus="$build/fuzz-corpus/$1" crashes="$build/fuzz-crashes/$1"
   mkdir -p "$corpus" "$crashes" "$build/fuzz-logs"
   cp -n fuzz/corpus/"$target"/* "$corpus"/ 2>/dev/null || true
-  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  TMPDIR="$scratch" ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=0 UBSAN_OPTIONS=print_stacktrace=1 \
     "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
       -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" >"$build/fuzz-logs/$target.log" 2>&1
 }
