@@ -127,7 +127,23 @@ struct Executor::Plan {
       std::vector<Label> written;
       written.reserve(items.size());
       std::vector<NodeLabelInput> inputs;
-      for (const Item& item : items) {
+      const size_t n = items.size();
+      for (size_t i = 0; i < n; ++i) {
+        // A big graph's nodes are far apart in memory, and this loop waited on their cache misses
+        // (~230 ns a node at 10^6): their lines are asked for 16 items ahead, and once there, 8
+        // ahead, the name's and the inputs' (in Node's layout, name_ and inputs_ lie in its first 96 bytes).
+        if (i + 16 < n) {
+          const char* far = reinterpret_cast<const char*>(items[i + 16].node);
+          __builtin_prefetch(far);
+          __builtin_prefetch(far + 48);
+          __builtin_prefetch(far + 95);
+        }
+        if (i + 8 < n) {
+          const Node* near = items[i + 8].node;
+          __builtin_prefetch(near->name().data());
+          __builtin_prefetch(near->inputs().data());
+        }
+        const Item& item = items[i];
         inputs.clear();
         for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
         append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
