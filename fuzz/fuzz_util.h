@@ -3,8 +3,12 @@
 // report) is a bug libFuzzer reports.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <string_view>
 
 #include "stepscope/base/error.h"
@@ -25,5 +29,24 @@ void expect_parsed_or_typed_error(Parse&& parse) {
     if (std::string_view(e.what()).empty()) __builtin_trap();
   }
 }
+
+// A file or directory of this process's in the temporary directory, "<name>-<pid>", removed
+// when the process exits normally (libFuzzer exits through exit() after its runs or time limit):
+// a fuzzing process, or ctest's run over the seeds, leaves nothing behind.
+class ScratchPath {
+ public:
+  explicit ScratchPath(std::string_view name)
+      : path_(std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()))) {}
+  ~ScratchPath() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchPath(const ScratchPath&) = delete;
+  ScratchPath& operator=(const ScratchPath&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace stepscope::fuzz

@@ -2,7 +2,6 @@
 // as they arrive off the socket). The input is "METHOD target". Besides not crashing, the server
 // must never hand out a byte from outside the directory it serves: a file outside it holds a
 // marker, reachable from inside only through a symbolic link and `..`, and no reply may carry it.
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,9 +20,10 @@ void write(const std::filesystem::path& path, std::string_view text) {
 
 // <tmp>/stepscope-http-fuzz-<pid>/{root/..., outside/secret.txt}, made once per process.
 const stepscope::ServedDirectory& served() {
+  static const stepscope::fuzz::ScratchPath scratch("stepscope-http-fuzz");
   static const stepscope::ServedDirectory directory = [] {
     namespace fs = std::filesystem;
-    const fs::path base = fs::temp_directory_path() / ("stepscope-http-fuzz-" + std::to_string(getpid()));
+    const fs::path& base = scratch.path();
     fs::remove_all(base);
     fs::create_directories(base / "root" / "run1");
     fs::create_directories(base / "outside");

@@ -1,6 +1,5 @@
 // tfprof profile files (ProfilerHook's `profile`, `stepscope prof --profile`): loaded as the
 // command line loads them, then shown in the four views, which walk everything the loader let in.
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,8 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace stepscope;
   // Profiler::load reads a path; one scratch file per fuzzing process.
-  static const std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("stepscope-fuzz-" + std::to_string(getpid()) + ".profile");
+  static const fuzz::ScratchPath scratch("stepscope-fuzz-profile");
+  const std::filesystem::path& path = scratch.path();
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
