@@ -9,9 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=${JOBS:-2}
-# The three build trees, ccache and the browser checks' files take ~8 GB: say so at the start
+# The three build trees, ccache and the browser checks' files take ~6 GB: say so at the start
 # where the disk has less, rather than as a linker's "No space left on device" half an hour in.
-need_gb=8
+need_gb=6
 free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
 if [ "${free_gb:-0}" -lt "$need_gb" ]; then
   echo "test.sh: warning: ${free_gb} GB free on $(df -P . | awk 'NR == 2 { print $6 }'); a cold run needs" \
