@@ -127,7 +127,9 @@ TEST_F(FileIoTest, ReadOnlyDirectoryErrorNamesThePath) {
   } catch (const PermissionDeniedError& e) {
     error = e.what();
   }
-  if (user == 0) ASSERT_EQ(::seteuid(0), 0);
+  if (user == 0) {
+    ASSERT_EQ(::seteuid(0), 0);
+  }
   fs::permissions(dir_, fs::perms::owner_all);
   ASSERT_FALSE(error.empty()) << "no error";
   EXPECT_NE(error.find((dir_ / "t.json").string()), std::string::npos) << error;

@@ -415,7 +415,7 @@ TEST_F(CheckpointSaverHookTest, RestartsRespectMaxToKeep) {
   }
   Graph g2;
   Scope root2(g2);
-  Variable step2 = get_or_create_global_step(root2);
+  get_or_create_global_step(root2);
   Output train2 = testing::increment_global_step(g2, 1)->output(0);
   CheckpointSaverHook hook({.checkpoint_dir = model_dir.path(), .save_steps = 1});
   {
@@ -437,7 +437,7 @@ TEST_F(CheckpointSaverHookTest, HookIsReusableWithAnotherGraph) {
   EXPECT_EQ(run_monitored(hook, 2), 2);
   Graph g2;
   Scope root2(g2);
-  Variable step2 = get_or_create_global_step(root2);
+  get_or_create_global_step(root2);
   make_variable(root2, "w", constant(root2, 1.5f));
   Output train2 = testing::increment_global_step(g2, 1)->output(0);
   {
@@ -511,7 +511,9 @@ TEST_F(CheckpointSaverHookTest, WritesGraphPbtxtAndAMetaGraphPerCheckpoint) {
   for (int s = 0; s <= 7; ++s) {
     const std::string file = model_dir.path() + "/model.ckpt-" + std::to_string(s) + ".meta";
     EXPECT_EQ(fs::exists(file), s >= 3) << file;
-    if (s >= 3) EXPECT_EQ(read_file(file), meta) << file;
+    if (s >= 3) {
+      EXPECT_EQ(read_file(file), meta) << file;
+    }
   }
   int graphs = 0, meta_graphs = 0;
   for (const Event& e : testing::read_dir_events(model_dir.path())) {

@@ -330,8 +330,9 @@ TEST(MonitoredSession, AnUntracedRunAfterATracedOneSeesNoStatistics) {
   RecordingHook hook;
   MonitoredSession sess(g, {&hook});
   auto run_traced = [&](bool traced) {
-    hook.request =
-        SessionRunArgs{.options = RunOptions{.trace_level = traced ? TraceLevel::kFullTrace : TraceLevel::kNoTrace}};
+    RunOptions options;
+    options.trace_level = traced ? TraceLevel::kFullTrace : TraceLevel::kNoTrace;
+    hook.request = SessionRunArgs{.options = options};
     sess.run(c);
   };
   run_traced(true);

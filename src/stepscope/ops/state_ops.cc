@@ -35,13 +35,13 @@ Def with_ref_input0(Def def) {
 // uninitialized variable that some Assign in the graph targets yields a stand-in value (NaN, or
 // zero for non-float dtypes) instead of failing, so that initialization can run; reading such a
 // variable before its Assign ran is then not diagnosed.
-bool graph_assigns(const Node& var) {
+[[maybe_unused]] bool graph_assigns(const Node& var) {
   for (const auto& node : var.graph().nodes())
     if (node->op_type() == "Assign" && node->num_inputs() > 0 && node->input(0).node == &var) return true;
   return false;
 }
 
-Tensor stand_in_value(const KernelContext& c) {
+[[maybe_unused]] Tensor stand_in_value(const KernelContext& c) {
   Shape shape = c.attrs().get<Shape>("shape");
   if (!shape.known_rank()) shape = Shape{0};
   for (int i = 0; i < shape.rank(); ++i)

@@ -61,6 +61,7 @@ struct GpuStep {
                   .end_ns = t - kUs,
                   .stream_id = 7,
                   .correlation_id = 1,
+                  .name = "",
                   .bytes = 128,
                   .copy_kind = GpuCopyKind::kHtoD,
                   .async = true};
@@ -193,7 +194,9 @@ TEST(GpuTimeline, OpTimeMovesOpsToTheirKernels) {
   for (const NodeExecStats& ns : moved.dev_stats.at(0).node_stats)
     if (ns.node_name == "w")
       for (const NodeExecStats& old : s.md.step_stats.dev_stats.at(0).node_stats)
-        if (old.node_name == "w") EXPECT_EQ(ns.all_start_ns, old.all_start_ns);
+        if (old.node_name == "w") {
+          EXPECT_EQ(ns.all_start_ns, old.all_start_ns);
+        }
   validated(Timeline(moved, &s.g).generate_chrome_trace_format());
 }
 
@@ -281,7 +284,9 @@ TEST(GpuTimeline, ADeviceTracerAddsTheGpuDevicesToATracedStep) {
   const NodeExecStats& kernel = md.step_stats.dev_stats[1].node_stats.at(0);
   EXPECT_EQ(kernel.node_name, "mm:MatMul");
   for (const NodeExecStats& ns : md.step_stats.dev_stats[0].node_stats)
-    if (ns.node_name == "mm") EXPECT_EQ(kernel.all_start_ns, ns.all_start_ns + kUs);
+    if (ns.node_name == "mm") {
+      EXPECT_EQ(kernel.all_start_ns, ns.all_start_ns + kUs);
+    }
   const nlohmann::json trace = validated(Timeline(md.step_stats, &g).generate_chrome_trace_format(true, true));
   const auto pids = pids_by_process_name(trace);
   ASSERT_TRUE(pids.count("/device:GPU:0/stream:1 Compute"));
@@ -323,6 +328,7 @@ TEST(GpuTimeline, CriticalPathAcrossCpuAndGpu) {
        .end_ns = 3 * kUs,
        .stream_id = 7,
        .correlation_id = 4,
+       .name = "",
        .bytes = 64,
        .copy_kind = GpuCopyKind::kHtoD},
       {.kind = GpuActivityKind::kKernel,

@@ -427,7 +427,9 @@ TEST(Timeline, FourThousandTinyOpsOnTwoDevices) {
     };
     tl.write_chrome_trace(write, options);
     EXPECT_EQ(streamed, whole);
-    if (!pretty) EXPECT_GT(pieces, 10u);  // a trace of megabytes: many pieces, none held whole
+    if (!pretty) {
+      EXPECT_GT(pieces, 10u);  // a trace of megabytes: many pieces, none held whole
+    }
   }
 }
 
@@ -754,7 +756,9 @@ TEST(Timeline, FedNodesAreSlicesOfNoLengthAtTheStepsStart) {
     // One thread ran the ops, one after another: all on the first lane.
     EXPECT_EQ(ops.at("mm")["tid"], 0);
     EXPECT_EQ(ops.at("sum")["tid"], 0);
-    if (graph) EXPECT_EQ(ops.at("mm")["args"]["flops"], 2 * 4 * 3 * 2);
+    if (graph) {
+      EXPECT_EQ(ops.at("mm")["args"]["flops"], 2 * 4 * 3 * 2);
+    }
     // y → sum crosses lanes: the arrow leaves y's slice at its only instant.
     bool from_y = false;
     for (const auto& e : events(j, "s"))

@@ -366,7 +366,9 @@ TEST(Executor, ARunThatAsksHasItsStepTiming) {
     RunMetadata metadata;
     sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y}, {}, RunOptions{}, &metadata);
     EXPECT_EQ(metadata.step_timing.wall_ns, 0);  // not asked for: nothing paid
-    sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y}, {}, RunOptions{.collect_step_timing = true}, &metadata);
+    RunOptions timed;
+    timed.collect_step_timing = true;
+    sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {y}, {}, timed, &metadata);
     const StepTiming& t = metadata.step_timing;
     EXPECT_TRUE(metadata.step_stats.empty());  // untraced
     EXPECT_GT(t.wall_ns, 0);

@@ -106,7 +106,8 @@ TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {
   auto& nodes = st.dev_stats[0].node_stats;
   nodes.reserve(1000);
   for (int32_t i = 0; i < 1000; ++i) {
-    const NodeOutput out{.slot = i};
+    NodeOutput out;
+    out.slot = i;
     nodes.emplace_back().output = st.store_outputs(std::span(&out, 1));  // grows the array ~10 times
   }
   for (int32_t i = 0; i < 1000; ++i) {

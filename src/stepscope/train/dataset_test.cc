@@ -761,7 +761,9 @@ TEST(DatasetStages, TracedRunsTimeEachStage) {
   EXPECT_GE(map.calls, 4);  // the shuffle buffer fills first
   EXPECT_GE(by_stage.at(top + "::batch::shuffle::map::from_tensor_slices").calls, map.calls);
   for (const auto& [name, s] : by_stage)
-    if (name != top + "::batch::shuffle::map") EXPECT_LT(s.self_ns, map.self_ns) << name;  // the sleep is map's own
+    if (name != top + "::batch::shuffle::map") {
+      EXPECT_LT(s.self_ns, map.self_ns) << name;  // the sleep is map's own
+    }
   EXPECT_GE(map.self_ns, map.calls * 200000);
   // The stages' own times add up to no more than the node's time in the step.
   int64_t stages_ns = 0;
