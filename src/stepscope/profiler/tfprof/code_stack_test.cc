@@ -11,6 +11,7 @@
 #include "stepscope/profiler/symbolizer.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/profiler.h"
+#include "stepscope/testing/temp_dir.h"
 
 // The user's code: outside namespace stepscope (without debug info, the symboliser tells the
 // library's frames by their namespace), not inlined, and no tail calls (the asm after each call),
@@ -193,7 +194,8 @@ TEST_F(CodeStackTest, SavedProfilesKeepTheTree) {
   profiler.set_log(&log);
   const ProfileOptions o = ProfileOptionBuilder().with_empty_output().select({"float_ops"}).build();
   const MultiGraphProfile before = profiler.profile_code(o);
-  const std::string path = ::testing::TempDir() + "/code_stack_test.profile";
+  const testing::TempDir dir;
+  const std::string path = dir / "code_stack_test.profile";
   profiler.save(path);
   Profiler loaded = Profiler::load(path);
   loaded.set_log(&log);
@@ -221,7 +223,8 @@ TEST_F(CodeStackOffTest, WithoutStacksTheViewIsFlat) {
   Profiler profiler(graph_);
   std::ostringstream log;
   profiler.set_log(&log);
-  const std::string path = ::testing::TempDir() + "/code_stack_off_test.profile";
+  const testing::TempDir dir;
+  const std::string path = dir / "code_stack_off_test.profile";
   profiler.save(path);
   Profiler loaded = Profiler::load(path);
   loaded.set_log(&log);
