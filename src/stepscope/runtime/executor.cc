@@ -385,44 +385,64 @@ void Executor::process(RunState* s, int first) const {
 
 namespace {
 
-// From how many nodes a plan's names are worth a thread: ~1 ms of work (~100 ns a node, mostly
-// cache misses over the graph's nodes) against tens of µs to start one.
-constexpr size_t kItemsWorthNamingAside = 10000;
+// From how many nodes a plan's names, or mapping a step's new room, are worth a thread: ~1 ms of
+// work (~100 ns a node, mostly cache misses over the graph's nodes or page faults) against tens
+// of µs to start one.
+constexpr size_t kItemsWorthAThread = 10000;
+
+bool core_left_idle(size_t items, int cores_used) {
+  return items >= kItemsWorthAThread && static_cast<unsigned>(cores_used) < std::thread::hardware_concurrency();
+}
+
+// Maps `room`, the memory the end of a traced step writes (StepStats::room) where it is new: the
+// step's first trace into a RunMetadata is mostly fresh memory at ~1-2 µs a page on a VM, and
+// one call an array maps it for ~20% less than faults do. In the order the end of the step
+// writes them: a piece of each span in turn (a thread that maps it while the step runs keeps
+// ahead of the writes).
+using StepRoom = std::vector<std::span<const std::byte>>;
+void map_room(const StepRoom& room) {
+  constexpr size_t kPieces = 64;
+  for (size_t k = 0; k < kPieces; ++k)
+    for (const auto& span : room) {
+      const size_t piece = (span.size() + kPieces - 1) / kPieces;
+      const size_t at = std::min(span.size(), k * piece);
+      prefault_pages(span.data() + at, std::min(piece, span.size() - at));
+    }
+}
 
 // The plan's names (each node's label, op type and device, interned), which its first traced
 // step makes and needs only once the step is over. Where the executor leaves a core idle, a big
 // plan's are made there while the step runs: names() then blocks a reader until they are made,
-// and the future holds the thread (its destructor waits for it). That thread then faults in
-// `room`, the memory the end of the step writes (StepStats::room, given once the step has
-// reserved it): the step's first trace is mostly fresh memory at ~2 µs a page on a VM, and at
-// 10^5 nodes the names are done before the step is. Otherwise the names are made here, before
-// the step.
-using StepRoom = std::vector<std::span<const std::byte>>;
+// and the future holds the thread (its destructor waits for it). That thread then maps `room`
+// (given once the step has reserved it; empty where it is not new): at 10^5 nodes the names
+// are done before the step is. Otherwise the names are made here, before the step.
 std::future<void> name_plan(const Executor::Plan& plan, int cores_used, std::future<StepRoom> room) {
-  if (!plan.has_names() && plan.items.size() >= kItemsWorthNamingAside &&
-      static_cast<unsigned>(cores_used) < std::thread::hardware_concurrency()) {
+  if (!plan.has_names() && core_left_idle(plan.items.size(), cores_used)) {
     try {
       return std::async(std::launch::async, [&plan, room = std::move(room)]() mutable {
         plan.names();
-        StepRoom spans;
         try {
-          spans = room.get();
+          map_room(room.get());
         } catch (const std::future_error&) {  // the step threw before giving it: nothing to do
-          return;
         }
-        // In the order the end of the step writes them: a piece of each span in turn.
-        constexpr size_t kPieces = 64;
-        for (size_t k = 0; k < kPieces; ++k)
-          for (const auto& span : spans) {
-            const size_t piece = (span.size() + kPieces - 1) / kPieces;
-            const size_t at = std::min(span.size(), k * piece);
-            prefault_pages(span.data() + at, std::min(piece, span.size() - at));
-          }
       });
     } catch (const std::system_error&) {  // no thread to be had: made here instead
     }
   }
   plan.names();
+  return {};
+}
+
+// A traced step's new room (a fresh RunMetadata whose plan has its names already), mapped by a
+// core the step leaves idle while it runs, or here, before the step.
+std::future<void> map_new_room(StepRoom room, size_t items, int cores_used) {
+  if (core_left_idle(items, cores_used)) {
+    try {
+      return std::async(std::launch::async, [room = std::move(room)] { map_room(room); });
+    } catch (const std::system_error&) {  // no thread to be had: mapped here instead
+    }
+  }
+  map_room(room);
   return {};
 }
 
@@ -480,7 +500,8 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
 
   StepStats* stats = nullptr;
   StepClock::Point start{};
-  std::future<void> naming;  // the plan's names, made beside a first traced step
+  std::future<void> naming;   // the plan's names, made beside a first traced step
+  std::future<void> mapping;  // or the step's new room, mapped beside it
   // For the thread that makes them: the room the step's end will write (made only for a plan's
   // first traced step: a promise allocates). Declared after `naming`, so that a step that
   // throws before giving it breaks the promise (and frees that thread) before naming's
@@ -499,7 +520,10 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     const StepStatsBuilder::Slots slots = buf->trace.begin(*plan, *stats, start);
-    if (naming.valid()) room->set_value(stats->room());
+    if (naming.valid())
+      room->set_value(slots.new_room ? stats->room() : StepRoom{});
+    else if (slots.new_room)
+      mapping = map_new_room(stats->room(), num_items, cores_used);
     s.records = slots.records;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).

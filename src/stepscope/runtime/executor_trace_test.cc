@@ -438,6 +438,48 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   }
 }
 
+// Traced steps of a big plan into RunMetadata that all stay alive: each step's arrays are new
+// memory (no spare arrays to be had), which a core the step leaves idle maps while it runs
+// (map_new_room). Every step is whole, each in its own arrays; one step with the spare arrays
+// (the kept ones gone) is too.
+TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
+  Output y = add_one_chain(s, x, 10000);
+  Session sess(g, {.inter_op_threads = 1});
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  auto check = [](const RunMetadata& md) {
+    const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+    ASSERT_EQ(nodes.size(), 10000u);
+    for (const auto& ns : nodes) {
+      ASSERT_EQ(ns.output.size(), 1u);
+      ASSERT_EQ(ns.output[0].tensor_description.shape, (Shape{3}));
+      ASSERT_EQ(ns.memory.size(), 1u);
+      ASSERT_EQ(ns.memory[0].allocation_records[0].alloc_bytes, 12);
+    }
+    EXPECT_EQ(nodes[9999].timeline_label,
+              std::string(nodes[9999].node_name) + " = TestAddOne(" + std::string(nodes[9998].node_name) + ")");
+  };
+  {
+    std::vector<RunMetadata> kept(4);
+    for (RunMetadata& md : kept) sess.run(feeds, {y}, {}, opts, &md);
+    for (size_t i = 0; i < kept.size(); ++i) {
+      SCOPED_TRACE("kept step " + std::to_string(i));
+      check(kept[i]);
+      if (i > 0) {
+        EXPECT_NE(kept[i].step_stats.dev_stats[0].node_stats.data(),
+                  kept[i - 1].step_stats.dev_stats[0].node_stats.data());
+      }
+    }
+  }
+  RunMetadata after;  // takes the arrays the kept ones gave away
+  sess.run(feeds, {y}, {}, opts, &after);
+  check(after);
+}
+
 // The thread that makes a big plan's names then faults in what the step's end writes. A first
 // traced step that fails on its last node still records every node that ran, with its memory;
 // the next traced step is whole.

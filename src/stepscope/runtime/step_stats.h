@@ -177,6 +177,9 @@ class StepStats {
   // allocation records hold: what the end of a step writes, for an idle thread to fault in
   // before (prefault_pages).
   std::vector<std::span<const std::byte>> room() const;
+  // The bytes the node lists and the output, memory and record arrays have room for (kept
+  // between steps; what a StepStats that goes away hands on, see ~StepStats).
+  size_t reserved_bytes() const;
 
  private:
   template <typename T>

@@ -5,13 +5,19 @@
 #include <span>
 
 #include "stepscope/base/clock.h"
+#include "stepscope/base/huge_pages.h"
 #include "stepscope/base/thread_pool.h"
 #include "stepscope/runtime/internal/executor_plan.h"
 
 namespace stepscope {
 
 StepStatsBuilder::Slots StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
-  if (!records_) records_.reset(new NodeRecord[plan.items.size()]());
+  if (!records_) {
+    const size_t n = plan.items.size();
+    records_.reset(new NodeRecord[n]);  // mapped in one call, then zeroed (see reuse_for_step)
+    prefault_pages(records_.get(), n * sizeof(NodeRecord));
+    std::fill_n(records_.get(), n, NodeRecord{});
+  }
   // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
   // its view needs no copy.
   NodeOutput* outputs = stats.reuse_for_step(static_cast<size_t>(plan.num_slots)).data();
@@ -19,12 +25,13 @@ StepStatsBuilder::Slots StepStatsBuilder::begin(const Executor::Plan& plan, Step
   // the step runs (StepStats::room): a node entry a node, and a memory entry and two allocation
   // records a node, as most nodes have (finish() grows them where a step has more).
   const size_t n = plan.items.size();
+  const size_t reserved = stats.reserved_bytes();
   stats.dev_stats.resize(plan.devices.size());
   if (stats.dev_stats.size() == 1) stats.dev_stats[0].node_stats.reserve(plan.fed_nodes.size() + n);
   stats.reserve(0, n, 2 * n - std::min(2 * n, stats.num_stored_records()));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
-  return {records_.get(), outputs};
+  return {records_.get(), outputs, stats.reserved_bytes() > reserved};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,

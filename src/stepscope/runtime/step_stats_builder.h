@@ -63,6 +63,10 @@ class StepStatsBuilder {
   struct Slots {
     NodeRecord* records;  // per plan item
     NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+    // Whether the room for finish() is new memory (a fresh RunMetadata's traced step, where no
+    // spare arrays were to be had): the caller has it mapped (prefault_pages over
+    // StepStats::room), by a thread it leaves idle while the step runs, or before the step.
+    bool new_room;
   };
   // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
   // times, and has room reserved for what finish() writes (StepStats::room).

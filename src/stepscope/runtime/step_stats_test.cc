@@ -80,6 +80,25 @@ TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   EXPECT_TRUE(st.room()[1].empty());
 }
 
+// reserved_bytes() is what the arrays have room for, written or not: it grows only where a
+// step's arrays had to be made bigger (new memory), not when a step reuses them.
+TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
+  StepStats st;
+  st.reserve(1, 5, 8);  // memory of its own: it takes no spare arrays (another test's)
+  st.dev_stats.resize(1);
+  st.dev_stats[0].node_stats.reserve(10);
+  st.reuse_for_step(3);
+  const size_t reserved = st.reserved_bytes();
+  EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 3 * sizeof(NodeOutput) + 5 * sizeof(AllocatorMemoryUsed) +
+                          8 * sizeof(AllocationRecord));
+  st.reuse_for_step(3);  // the next step, the same arrays
+  st.dev_stats[0].node_stats.reserve(10);
+  st.reserve(0, 5, 0);
+  EXPECT_EQ(st.reserved_bytes(), reserved);
+  st.dev_stats[0].node_stats.reserve(20);
+  EXPECT_EQ(st.reserved_bytes(), reserved + 10 * sizeof(NodeExecStats));
+}
+
 TEST(StepStats, ResizeRecordsToFillInPlace) {
   StepStats st;
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
