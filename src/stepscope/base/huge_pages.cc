@@ -48,10 +48,13 @@ void prefault_pages(const void* data, size_t bytes) noexcept {
   constexpr int MADV_POPULATE_WRITE = 23;  // the kernel's value, where the C library predates it
 #endif
   constexpr uintptr_t kPage = 4096;
+  if (bytes == 0) return;
+  // Every page holding a byte of the range, the partly covered ones at its ends too: they are
+  // the caller's memory's pages as well, and left out, a range cut into pieces (map_room)
+  // would skip two pages a piece.
   const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + kPage - 1) & ~(kPage - 1);
-  const uintptr_t last = (begin + bytes) & ~(kPage - 1);
-  if (last <= first) return;
+  const uintptr_t first = begin & ~(kPage - 1);
+  const uintptr_t last = (begin + bytes + kPage - 1) & ~(kPage - 1);
   (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
 }
 

@@ -44,7 +44,7 @@ bool host_takes_back_free_memory();
 // False where there is no such directory.
 bool balloon_reports_free_pages(const std::string& driver_dir);
 
-// Maps the pages inside [data, data + bytes) writable now, without changing what they hold
+// Maps the pages holding [data, data + bytes) writable now, without changing what they hold
 // (MADV_POPULATE_WRITE, Linux 5.14): a thread with nothing else to do takes the faults of
 // memory another is about to write (two cores fault in ~1.7x as fast as one on this VM). Only
 // advice: where it is missing or fails (memory no longer mapped) nothing changes.

@@ -147,8 +147,8 @@ TEST(HugePages, PrefaultedPagesKeepWhatTheyHoldAndAreMapped) {
   auto* bytes = static_cast<unsigned char*>(mapped);
   bytes[3 * page + 5] = 42;
   bytes[40 * page] = 7;
-  // From inside the first page to inside the last: only the whole pages between are asked for.
-  prefault_pages(bytes + 100, pages * page - 200);
+  // From inside the second page to inside the last but one: those two pages are asked for too.
+  prefault_pages(bytes + page + 100, (pages - 2) * page - 200);
   EXPECT_EQ(bytes[3 * page + 5], 42);
   EXPECT_EQ(bytes[40 * page], 7);
   EXPECT_EQ(bytes[20 * page + 1], 0);
@@ -158,7 +158,9 @@ TEST(HugePages, PrefaultedPagesKeepWhatTheyHoldAndAreMapped) {
   if (kernel_populates) {
     for (size_t i = 1; i + 1 < pages; ++i) EXPECT_TRUE(resident[i] & 1) << "page " << i;
   }
-  EXPECT_FALSE(resident[0] & 1);  // only partly in the range: left alone
+  // Outside the range: left alone.
+  EXPECT_FALSE(resident[0] & 1);
+  EXPECT_FALSE(resident[pages - 1] & 1);
   ASSERT_EQ(munmap(mapped, pages * page), 0);
   prefault_pages(mapped, pages * page);  // no longer mapped: nothing happens
   prefault_pages(nullptr, 0);

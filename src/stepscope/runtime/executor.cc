@@ -396,15 +396,19 @@ bool core_left_idle(size_t items, int cores_used) {
 
 // Maps `room`, the memory the end of a traced step writes (StepStats::room) where it is new: the
 // step's first trace into a RunMetadata is mostly fresh memory at ~1-2 µs a page on a VM, and
-// one call an array maps it for ~20% less than faults do. In the order the end of the step
-// writes them: a piece of each span in turn (a thread that maps it while the step runs keeps
-// ahead of the writes).
+// one call an array maps it for ~20% less than faults do. Before the step, an array a call; on
+// a thread that maps it while the step runs, in the order the end of the step writes them: a
+// piece of each span in turn (keeping ahead of the writes), pieces of whole pages.
 using StepRoom = std::vector<std::span<const std::byte>>;
-void map_room(const StepRoom& room) {
-  constexpr size_t kPieces = 64;
+void map_room(const StepRoom& room, bool beside_the_step) {
+  if (!beside_the_step) {
+    for (const auto& span : room) prefault_pages(span.data(), span.size());
+    return;
+  }
+  constexpr size_t kPieces = 64, kPage = 4096;
   for (size_t k = 0; k < kPieces; ++k)
     for (const auto& span : room) {
-      const size_t piece = (span.size() + kPieces - 1) / kPieces;
+      const size_t piece = ((span.size() + kPieces - 1) / kPieces + kPage - 1) / kPage * kPage;
       const size_t at = std::min(span.size(), k * piece);
       prefault_pages(span.data() + at, std::min(piece, span.size() - at));
     }
@@ -422,7 +426,7 @@ std::future<void> name_plan(const Executor::Plan& plan, int cores_used, std::fut
       return std::async(std::launch::async, [&plan, room = std::move(room)]() mutable {
         plan.names();
         try {
-          map_room(room.get());
+          map_room(room.get(), true);
         } catch (const std::future_error&) {  // the step threw before giving it: nothing to do
         }
       });
@@ -438,11 +442,11 @@ std::future<void> name_plan(const Executor::Plan& plan, int cores_used, std::fut
 std::future<void> map_new_room(StepRoom room, size_t items, int cores_used) {
   if (core_left_idle(items, cores_used)) {
     try {
-      return std::async(std::launch::async, [room = std::move(room)] { map_room(room); });
+      return std::async(std::launch::async, [room = std::move(room)] { map_room(room, true); });
     } catch (const std::system_error&) {  // no thread to be had: mapped here instead
     }
   }
-  map_room(room);
+  map_room(room, false);
   return {};
 }
 
