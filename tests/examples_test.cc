@@ -373,15 +373,18 @@ TEST_F(ExampleTest, EsmmStoryLearnsTheClickLogAndStopsOnTheCtcvrAuc) {
 TEST_F(ExampleTest, FashionMnistCnnLearnsAndProfilesARealStep) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_FAIL() << "Debian's dataset-fashion-mnist is not installed: scripts/install-deps.sh installs it";
-  const ProgramRun r = run_program("fashion_mnist_cnn", "--steps 200 --min_accuracy 0.5 --profile_steps 100");
+  // 400 steps: at 200 the batch norms' moving averages (what evaluation uses) still lag the
+  // weights, and the test accuracy then depends on the CPU's rounding (44% on an AMD EPYC VM
+  // whose training loss was 0.53; 79% at 400 steps there).
+  const ProgramRun r = run_program("fashion_mnist_cnn", "--steps 400 --min_accuracy 0.5 --profile_steps 200");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy ([0-9.]+)% on 10000 images"))) << r.output;
   EXPECT_GT(std::stod(m[1]), 50.0);
   const fs::path dir = dir_ / "fashion_timelines";
-  EXPECT_EQ(steps_of_files(dir, "timeline-", ".json"), (std::vector<int64_t>{100, 200})) << r.output;
-  EXPECT_EQ(trace_problems(dir / "timeline-200.json"), "");
-  const std::string trace = stepscope::read_file(dir / "timeline-200.json");
+  EXPECT_EQ(steps_of_files(dir, "timeline-", ".json"), (std::vector<int64_t>{200, 400})) << r.output;
+  EXPECT_EQ(trace_problems(dir / "timeline-400.json"), "");
+  const std::string trace = stepscope::read_file(dir / "timeline-400.json");
   for (const char* op : {"Conv2D", "FusedBatchNorm", "FusedBatchNormGrad", "Dropout", "MaxPool"})
     EXPECT_NE(trace.find("\"name\":\"" + std::string(op) + "\""), std::string::npos) << op;
   EXPECT_NE(trace.find("\"cat\":\"Memory\""), std::string::npos);
