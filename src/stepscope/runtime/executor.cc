@@ -398,7 +398,8 @@ bool core_left_idle(size_t items, int cores_used) {
 // step's first trace into a RunMetadata is mostly fresh memory at ~1-2 µs a page on a VM, and
 // one call an array maps it for ~20% less than faults do. Before the step, an array a call; on
 // a thread that maps it while the step runs, in the order the end of the step writes them: a
-// piece of each span in turn (keeping ahead of the writes), pieces of whole pages.
+// piece of each span in turn (keeping ahead of the writes), each piece a whole number of pages
+// long (no small array mapped a page a call, nor a page twice).
 using StepRoom = std::vector<std::span<const std::byte>>;
 void map_room(const StepRoom& room, bool beside_the_step) {
   if (!beside_the_step) {
