@@ -118,7 +118,7 @@ void run_view(benchmark::State& state, View view) {
   for (auto _ : state) {
     options.step = cold && (i++ & 1) ? 50 : -1;
     auto result = view(p, options);
-    bytes = result.text.size();
+    bytes = result.text().size();
     benchmark::DoNotOptimize(result);
   }
   state.counters["execs"] = execs(state.range(0));

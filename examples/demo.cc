@@ -152,7 +152,7 @@ int run(const Args& args) {
                                                                .order_by("micros")
                                                                .with_empty_output()
                                                                .build());
-    std::printf("%s", scopes.text.c_str());
+    std::printf("%s", scopes.text().c_str());
     const CriticalPath path = critical_path(g, traced->step_stats(traced->steps().back()));
     std::printf("\nstep %lld: %s", static_cast<long long>(traced->steps().back()),
                 path.to_text({.max_rows = 12}).c_str());

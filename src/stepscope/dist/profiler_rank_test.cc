@@ -119,7 +119,7 @@ TEST(DistProfiler, TfprofOpViewShowsTheCollectives) {
   const MultiGraphNodeProto* allreduce_row = nullptr;
   for (const MultiGraphNodeProto* p = &ops.root; !p->children.empty(); p = &p->children[0])
     if (p->children[0].name == "Allreduce") allreduce_row = &p->children[0];
-  ASSERT_NE(allreduce_row, nullptr) << ops.text;
+  ASSERT_NE(allreduce_row, nullptr) << ops.text();
   if (n > 1) {
     EXPECT_GE(allreduce_row->output_bytes, 4096 * 4);
   }
@@ -128,11 +128,11 @@ TEST(DistProfiler, TfprofOpViewShowsTheCollectives) {
                            ", ranks: " + std::to_string(n) +
                            ", bytes_moved: " + tfprof::format_memory(2 * (n - 1) * allreduce_row->output_bytes / n) +
                            "\n";
-  EXPECT_NE(ops.text.find(line), std::string::npos) << line << " not in\n" << ops.text;
-  EXPECT_EQ(ops.text.find("collective:"), ops.text.find(line) + 3) << "one collective op type, one line";
+  EXPECT_NE(ops.text().find(line), std::string::npos) << line << " not in\n" << ops.text();
+  EXPECT_EQ(ops.text().find("collective:"), ops.text().find(line) + 3) << "one collective op type, one line";
   // Saved and read back (the 'C' chunk), in a process that need not be part of the job.
   Profiler back = Profiler::parse(profiler.serialize_to_string(), "profile");
-  EXPECT_NE(back.profile_operations(o).text.find(line), std::string::npos);
+  EXPECT_NE(back.profile_operations(o).text().find(line), std::string::npos);
 }
 
 // End to end: every rank's ProfilerHook writes its timeline of a training step with a fused

@@ -312,7 +312,7 @@ TEST_F(ProfilerHookTest, KeepsATfprofProfile) {
   EXPECT_THAT(loaded.steps(), ElementsAre(2, 4));
   auto ops = loaded.profile_operations(
       ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory()).with_step(4).with_empty_output().build());
-  EXPECT_THAT(ops.text, HasSubstr("AssignAdd"));
+  EXPECT_THAT(ops.text(), HasSubstr("AssignAdd"));
 
   Graph other;
   get_or_create_global_step(Scope(other));

@@ -220,7 +220,7 @@ TEST(GpuTimeline, TfprofCountsStreamAllAsAcceleratorTime) {
     by_name[n->name] = n;
     for (const auto& c : n->children) stack.push_back(&c);
   }
-  ASSERT_TRUE(by_name.count("mm")) << graph.text;
+  ASSERT_TRUE(by_name.count("mm")) << graph.text();
   EXPECT_EQ(by_name["mm"]->accelerator_exec_micros, 42);  // 38 + 4 us of kernels
   EXPECT_EQ(by_name["mm"]->cpu_exec_micros, s.cpu_mm->op_end_rel_micros() > 0 ? s.cpu_mm->op_end_rel_micros() : 1);
   EXPECT_EQ(by_name["mm"]->exec_micros, by_name["mm"]->accelerator_exec_micros + by_name["mm"]->cpu_exec_micros);

@@ -101,18 +101,18 @@ TEST_F(CodeStackTest, TreeOfCallSitesOutermostFirst) {
   MultiGraphProfile p = code();
   for (const char* node : {"model/first/Square", "model/second/Square"}) {
     std::vector<std::string> path;
-    ASSERT_TRUE(path_to(p.root, node, path)) << p.text;
-    ASSERT_GE(path.size(), 4u) << p.text;
+    ASSERT_TRUE(path_to(p.root, node, path)) << p.text();
+    ASSERT_GE(path.size(), 4u) << p.text();
     // ... -> the fixture's constructor -> stack_test_model -> stack_test_layer -> the stepscope
     // function called.
     const size_t n = path.size();
-    EXPECT_EQ(function_of(path[n - 4]), "CodeStackTest") << p.text;
-    EXPECT_EQ(function_of(path[n - 3]), "stack_test_model") << p.text;
+    EXPECT_EQ(function_of(path[n - 4]), "CodeStackTest") << p.text();
+    EXPECT_EQ(function_of(path[n - 3]), "stack_test_model") << p.text();
     // The innermost user frame has the exact line of the call (std::source_location's).
-    EXPECT_EQ(path[n - 2], "code_stack_test.cc:" + std::to_string(kLayerLine) + ":stack_test_layer") << p.text;
-    EXPECT_NE(path[n - 1].find("square"), std::string::npos) << p.text;  // the API called
+    EXPECT_EQ(path[n - 2], "code_stack_test.cc:" + std::to_string(kLayerLine) + ":stack_test_layer") << p.text();
+    EXPECT_NE(path[n - 1].find("square"), std::string::npos) << p.text();  // the API called
     // main is the outermost frame; nothing of the C library before it.
-    EXPECT_EQ(function_of(path[0]), "main") << p.text;
+    EXPECT_EQ(function_of(path[0]), "main") << p.text();
   }
   std::vector<std::string> first, second;
   path_to(p.root, "model/first/Square", first);
@@ -130,7 +130,8 @@ TEST_F(CodeStackTest, TreeOfCallSitesOutermostFirst) {
   // Totals over subtrees: the root counts both squares' float ops.
   EXPECT_EQ(p.root.total_float_ops, 8);
   // The text is tfprof's: two spaces of indentation per frame.
-  EXPECT_NE(p.text.find("\n" + std::string(2 * first.size(), ' ') + first.back() + " ("), std::string::npos) << p.text;
+  EXPECT_NE(p.text().find("\n" + std::string(2 * first.size(), ' ') + first.back() + " ("), std::string::npos)
+      << p.text();
 }
 
 TEST_F(CodeStackTest, MaxDepthCountsFrames) {
@@ -139,7 +140,7 @@ TEST_F(CodeStackTest, MaxDepthCountsFrames) {
   ASSERT_GE(full, 4);
   for (int max_depth : {1, 2, 3}) {
     MultiGraphProfile p = code(std::move(ProfileOptionBuilder().with_max_depth(max_depth)));
-    EXPECT_EQ(depth_of(p.root), max_depth - 1) << p.text;  // the root is depth 1, as in TensorFlow
+    EXPECT_EQ(depth_of(p.root), max_depth - 1) << p.text();  // the root is depth 1, as in TensorFlow
     EXPECT_EQ(p.root.total_float_ops, all.root.total_float_ops);
   }
 }
@@ -148,12 +149,12 @@ TEST_F(CodeStackTest, StartAndTrimNameRegexes) {
   MultiGraphProfile p = code(std::move(ProfileOptionBuilder().with_node_names({.start = {{".*:stack_test_model"}}})));
   // A frame is a line: the two lines of stack_test_model that call the layer are two frames (one
   // "??:0:stack_test_model" without line tables), each with its call of the layer below.
-  ASSERT_FALSE(p.root.children.empty()) << p.text;
+  ASSERT_FALSE(p.root.children.empty()) << p.text();
   const size_t calls = has_line_tables(p.root.children[0].name) ? 2 : 1;
-  ASSERT_EQ(p.root.children.size(), calls) << p.text;
+  ASSERT_EQ(p.root.children.size(), calls) << p.text();
   for (const MultiGraphNodeProto& c : p.root.children) {
     EXPECT_EQ(function_of(c.name), "stack_test_model");
-    ASSERT_EQ(c.children.size(), 1u) << p.text;
+    ASSERT_EQ(c.children.size(), 1u) << p.text();
     EXPECT_EQ(function_of(c.children[0].name), "stack_test_layer");
   }
   EXPECT_EQ(p.root.total_float_ops, 8);
@@ -164,27 +165,27 @@ TEST_F(CodeStackTest, StartAndTrimNameRegexes) {
   collect_names(p.root, names);
   bool model = false;
   for (const std::string& name : names) {
-    EXPECT_NE(function_of(name), "stack_test_layer") << p.text;
-    EXPECT_EQ(name.find("square"), std::string::npos) << p.text;
+    EXPECT_NE(function_of(name), "stack_test_layer") << p.text();
+    EXPECT_EQ(name.find("square"), std::string::npos) << p.text();
     model = model || function_of(name) == "stack_test_model";
   }
-  EXPECT_TRUE(model) << p.text;
+  EXPECT_TRUE(model) << p.text();
 
   // show/hide over the frame names: hidden frames' children move up to the shown ancestor.
   p = code(std::move(ProfileOptionBuilder().with_node_names({.show = {{".*:stack_test_.*"}}})));
   names.clear();
   collect_names(p.root, names);
-  ASSERT_EQ(p.root.children.size(), calls) << p.text;
-  EXPECT_EQ(names.size(), 2 * calls) << p.text;  // each stack_test_model line and the layer's line
+  ASSERT_EQ(p.root.children.size(), calls) << p.text();
+  EXPECT_EQ(names.size(), 2 * calls) << p.text();  // each stack_test_model line and the layer's line
   for (const MultiGraphNodeProto& c : p.root.children) {
     EXPECT_EQ(function_of(c.name), "stack_test_model");
-    EXPECT_EQ(c.children.size(), 1u) << p.text;
+    EXPECT_EQ(c.children.size(), 1u) << p.text();
   }
   EXPECT_EQ(p.root.total_float_ops, 8);
   p = code(std::move(ProfileOptionBuilder().with_node_names({.hide = {{".*:stack_test_.*"}}})));
   names.clear();
   collect_names(p.root, names);
-  for (const std::string& name : names) EXPECT_EQ(name.find(":stack_test_"), std::string::npos) << p.text;
+  for (const std::string& name : names) EXPECT_EQ(name.find(":stack_test_"), std::string::npos) << p.text();
   EXPECT_EQ(p.root.total_float_ops, 8);
 }
 
@@ -201,7 +202,7 @@ TEST_F(CodeStackTest, SavedProfilesKeepTheTree) {
   loaded.set_log(&log);
   EXPECT_FALSE(loaded.model().frames.empty());
   const MultiGraphProfile after = loaded.profile_code(o);
-  EXPECT_EQ(after.text, before.text);
+  EXPECT_EQ(after.text(), before.text());
   EXPECT_EQ(to_json(after.root), to_json(before.root));
   EXPECT_GE(depth_of(after.root), 4);
 }
@@ -216,9 +217,9 @@ TEST_F(CodeStackOffTest, WithoutStacksTheViewIsFlat) {
   MultiGraphProfile p = code();
   std::vector<std::string> names;
   collect_names(p.root, names);
-  EXPECT_EQ(depth_of(p.root), 1) << p.text;
+  EXPECT_EQ(depth_of(p.root), 1) << p.text();
   const std::string layer = "code_stack_test.cc:" + std::to_string(kLayerLine) + ":stack_test_layer";
-  EXPECT_NE(std::find(names.begin(), names.end(), layer), names.end()) << p.text;
+  EXPECT_NE(std::find(names.begin(), names.end(), layer), names.end()) << p.text();
   // And a saved profile without stacks (as every profile written before them) reads back flat.
   Profiler profiler(graph_);
   std::ostringstream log;
@@ -229,7 +230,8 @@ TEST_F(CodeStackOffTest, WithoutStacksTheViewIsFlat) {
   Profiler loaded = Profiler::load(path);
   loaded.set_log(&log);
   EXPECT_TRUE(loaded.model().frames.empty());
-  EXPECT_EQ(loaded.profile_code(ProfileOptionBuilder().with_empty_output().select({"float_ops"}).build()).text, p.text);
+  EXPECT_EQ(loaded.profile_code(ProfileOptionBuilder().with_empty_output().select({"float_ops"}).build()).text(),
+            p.text());
 }
 
 }  // namespace

@@ -154,9 +154,10 @@ struct CodeQuery {
     show_children[0] = roots;
     print({0}, 1, 0);
     MultiViewResult result;
-    result.text = multi_legend(o) + lines[0];
+    std::string text = multi_legend(o) + lines[0];
     result.root = std::move(protos[0]);
-    format(0, result.text, result.root, result.displayed);
+    format(0, text, result.root, result.displayed);
+    result.text = ViewText(std::move(text));
     return result;
   }
 };

@@ -64,7 +64,7 @@ TEST_F(CodeViewTest, LinesAndGradients) {
   auto o =
       ProfileOptionBuilder().with_empty_output().order_by("micros").select({"micros", "params", "float_ops"}).build();
   MultiGraphProfile p = profiler.profile_code(o);
-  EXPECT_EQ(p.text,
+  EXPECT_EQ(p.text(),
             "node name | total execution time | accelerator execution time | cpu execution time | # parameters | "
             "# float_ops\n"
             "_TFProfRoot (--/2.73ms, --/0us, --/2.73ms, --/32 params, --/8.45k flops)\n"
@@ -91,7 +91,7 @@ TEST_F(CodeViewTest, MultiViewFieldsAndFilters) {
                .with_node_names({.show = std::vector<std::string>{"train.*"}})
                .account_displayed_op_only(true)
                .build();
-  EXPECT_EQ(profiler.profile_code(o).text,
+  EXPECT_EQ(profiler.profile_code(o).text(),
             "node name | requested bytes | assigned devices | op types | op occurrence (run|defined) | input shapes\n"
             "_TFProfRoot (--/0B, , occurrence N/A in code view, input_shapes N/A in code view)\n"
             "  train.cc:5:main (0B/0B, /job:localhost/replica:0/task:0/device:cpu:0, "
@@ -100,7 +100,7 @@ TEST_F(CodeViewTest, MultiViewFieldsAndFilters) {
   EXPECT_EQ(log.str(), "1 gradient nodes not accounted\nNote: code view ignores account_displayed_op_only\n");
   // Accounting by type: only the MatMul nodes.
   o = ProfileOptionBuilder().with_empty_output().with_accounted_types({"MatMul"}).select({"float_ops"}).build();
-  EXPECT_EQ(profiler.profile_code(o).text,
+  EXPECT_EQ(profiler.profile_code(o).text(),
             "node name | # float_ops\n"
             "_TFProfRoot (--/8.19k flops)\n"
             "  model.cc:10:build_model (4.10k/4.10k flops)\n"
@@ -114,7 +114,7 @@ TEST(CodeView, NoSourceLocations) {
   std::ostringstream log;
   profiler.set_log(&log);
   MultiGraphProfile p = profiler.profile_code(ProfileOptionBuilder().with_empty_output().build());
-  EXPECT_EQ(p.text, "");
+  EXPECT_EQ(p.text(), "");
   EXPECT_EQ(log.str(), "No code trace information\n");
 }
 

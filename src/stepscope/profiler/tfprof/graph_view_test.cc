@@ -33,7 +33,7 @@ class GraphViewTest : public ::testing::Test {
 TEST_F(GraphViewTest, InputsAreChildren) {
   auto o = graph_options({".*"}, {"cpu_micros"});
   o.max_depth = 4;
-  EXPECT_EQ(profiler_.profile_graph(o).text,
+  EXPECT_EQ(profiler_.profile_graph(o).text(),
             "node name | cpu execution time\n"
             "_TFProfRoot (--/4.50ms)\n"
             "  Conv2D_1 (419us/4.50ms)\n"
@@ -62,7 +62,7 @@ TEST_F(GraphViewTest, InputsAreChildren) {
 TEST_F(GraphViewTest, UnaccountedNodesPassTheirInputsUp) {
   auto o = graph_options({"VariableV2"}, {"params", "op_types"});
   GraphProfile p = profiler_.profile_graph(o);
-  EXPECT_EQ(p.text,
+  EXPECT_EQ(p.text(),
             "node name | # parameters | op types\n"
             "_TFProfRoot (--/451 params, _TFGraphParent)\n"
             "  DW (3x3x3x6, 162/162 params, /job:localhost/replica:0/task:0/device:cpu:0|VariableV2|"
@@ -78,7 +78,7 @@ TEST_F(GraphViewTest, StartAndTrim) {
   auto o = graph_options({".*"}, {"micros"});
   o.start_name_regexes = {"Conv2D"};
   o.trim_name_regexes = {".*read"};
-  EXPECT_EQ(profiler_.profile_graph(o).text,
+  EXPECT_EQ(profiler_.profile_graph(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/4.91ms, --/404us, --/4.50ms)\n"
             "  Conv2D (4.29ms/4.30ms, 226us/226us, 4.07ms/4.07ms)\n"
@@ -88,7 +88,7 @@ TEST_F(GraphViewTest, StartAndTrim) {
 
 TEST_F(GraphViewTest, InputShapesAndOccurrence) {
   auto o = graph_options({"Conv2D"}, {"occurrence", "input_shapes", "float_ops"});
-  EXPECT_EQ(profiler_.profile_graph(o).text,
+  EXPECT_EQ(profiler_.profile_graph(o).text(),
             "node name | # float_ops | op count (run|defined) | input shapes\n"
             "_TFProfRoot (--/10.44k flops, --/2|--/2, )\n"
             "  Conv2D_1 (4.61k/10.44k flops, 1/2|1/2, 0:2x3x3x6|1:2x2x6x12)\n"
@@ -113,12 +113,12 @@ TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
   tfprof::testing::add_exec(md, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
   Profiler p(g);
   auto o = graph_options({".*"}, {"float_ops"});
-  EXPECT_EQ(p.profile_graph(o).text,
+  EXPECT_EQ(p.profile_graph(o).text(),
             "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
             "  c (7/7 flops)\n");
   p.add_step(0, md);
   p.add_step(1, md);
-  EXPECT_EQ(p.profile_graph(o).text,
+  EXPECT_EQ(p.profile_graph(o).text(),
             "node name | # float_ops\n_TFProfRoot (--/147 flops)\n  b (40/140 flops)\n    a (100/100 flops)\n"
             "  c (7/7 flops)\n");
   // Step 2: a did not run (0 float ops there), b never ran (its static count everywhere).
@@ -126,7 +126,7 @@ TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
   tfprof::testing::add_exec(only_c, *c, tfprof::testing::kCpu, {.start_us = 9, .duration_us = 1});
   p.add_step(2, only_c);
   o.step = 2;
-  EXPECT_EQ(p.profile_graph(o).text,
+  EXPECT_EQ(p.profile_graph(o).text(),
             "node name | # float_ops\n_TFProfRoot (--/47 flops)\n  b (40/40 flops)\n    a (0/0 flops)\n"
             "  c (7/7 flops)\n");
 }
@@ -142,15 +142,15 @@ TEST(GraphView, ChainDeeperThanTheStack) {
   Profiler p(g);
   auto o = graph_options({".*"}, {"float_ops"});
   o.max_depth = 3;
-  EXPECT_EQ(p.profile_graph(o).text,
+  EXPECT_EQ(p.profile_graph(o).text(),
             "node name | # float_ops\n_TFProfRoot (--/3.20m flops)\n  n_199999 (16/3.20m flops)\n"
             "    n_199998 (16/3.20m flops)\n");
   o.start_name_regexes = {"n_100$"};  // found 199,899 nodes down
-  EXPECT_EQ(p.profile_graph(o).text,
+  EXPECT_EQ(p.profile_graph(o).text(),
             "node name | # float_ops\n_TFProfRoot (--/3.20m flops)\n  n_100 (16/1.62k flops)\n"
             "    n_99 (16/1.60k flops)\n");
   o.account_type_regexes = {"Nothing"};  // every node passes its (no) accounted inputs up
-  EXPECT_EQ(p.profile_graph(o).text, "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
+  EXPECT_EQ(p.profile_graph(o).text(), "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
 }
 
 }  // namespace

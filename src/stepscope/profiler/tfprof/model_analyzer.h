@@ -31,7 +31,7 @@ AdviceProto advise(const Graph& graph, const RunMetadata* run_meta = nullptr,
 
 // The text of a profile() result.
 inline const std::string& text_of(const ModelProfile& p) {
-  return std::visit([](const auto& r) -> const std::string& { return r.text; }, p);
+  return std::visit([](const auto& r) -> const std::string& { return r.text(); }, p);
 }
 
 }  // namespace stepscope

@@ -134,7 +134,7 @@ MultiViewResult show_op(const OpGroups& groups, const ProfileModel& model, const
   MultiGraphNodeProto root;
   root.name = std::string(kTFProfRoot);
   if (n == 0) {
-    result.text = format_row(root, {}, root, o);
+    result.text = ViewText(format_row(root, {}, root, o));
     result.root = std::move(root);
     return result;
   }
@@ -191,9 +191,10 @@ MultiViewResult show_op(const OpGroups& groups, const ProfileModel& model, const
     if (pre >= 0) aggregate_totals(root, protos[pre]);
   }
 
-  result.text = multi_legend(o);
+  std::string& text = result.text.lines();
+  text = multi_legend(o);
   for (int32_t g : shown) {
-    result.text += format_row(protos[g], extras[g], root, o);
+    text += format_row(protos[g], extras[g], root, o);
     for (int32_t node : groups.nodes[g]) result.displayed.push_back(node);
   }
   // The rows as a chain: each the single child of the one before.

@@ -48,7 +48,7 @@ class OpViewTest : public ::testing::Test {
 TEST_F(OpViewTest, DumpOpMode) {
   auto o = op_options("params", {"params", "bytes", "micros", "float_ops", "occurrence", "input_shapes"});
   o.min_occurrence = 1;
-  const std::string text = profiler_.profile_operations(o).text;
+  const std::string text = profiler_.profile_operations(o).text();
   EXPECT_EQ(without_spaces(text),
             "nodename|requestedbytes|totalexecutiontime|acceleratorexecutiontime|"
             "cpuexecutiontime|#parameters|#float_ops|opoccurrence(run|defined)|"
@@ -82,7 +82,7 @@ TEST_F(OpViewTest, DumpOpMode) {
 TEST_F(OpViewTest, Layout) {
   auto o = op_options("micros", {"micros", "occurrence"});
   o.max_depth = 2;
-  EXPECT_EQ(profiler_.profile_operations(o).text,
+  EXPECT_EQ(profiler_.profile_operations(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time | op occurrence "
             "(run|defined)\n" +
                 ("Conv2D" + pad(19)) + pad(6) + "4.89ms (100.00%, 99.69%), " + pad(6) + "404us (100.00%, 100.00%), " +
@@ -171,7 +171,7 @@ TEST_F(OpViewTest, AccountDisplayedOpOnlyRecomputesTheCumulativeTotals) {
   auto o = op_options("micros", {"micros"});
   o.min_micros = 3;
   o.account_displayed_op_only = true;
-  EXPECT_EQ(profiler_.profile_operations(o).text,
+  EXPECT_EQ(profiler_.profile_operations(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n" +
                 ("Conv2D" + pad(19)) + pad(6) + "4.89ms (100.00%, 99.73%), " + pad(6) + "404us (100.00%, 100.00%), " +
                 pad(6) + "4.49ms (100.00%, 99.71%)\n" + ("VariableV2" + pad(15)) + pad(11) + "13us (0.27%, 0.27%), " +
@@ -190,8 +190,9 @@ TEST(OpView, EmptyGraph) {
   Profiler profiler(g);
   auto o = op_options("name", {"micros"});
   // No op type: tfprof prints the root's row alone, without a legend.
-  EXPECT_EQ(profiler.profile_operations(o).text, "_TFProfRoot" + pad(14) + pad(12) + "0us (0.00%, 0.00%), " + pad(12) +
-                                                     "0us (0.00%, 0.00%), " + pad(12) + "0us (0.00%, 0.00%)\n");
+  EXPECT_EQ(profiler.profile_operations(o).text(), "_TFProfRoot" + pad(14) + pad(12) + "0us (0.00%, 0.00%), " +
+                                                       pad(12) + "0us (0.00%, 0.00%), " + pad(12) +
+                                                       "0us (0.00%, 0.00%)\n");
 }
 
 }  // namespace

@@ -207,14 +207,14 @@ TEST(ProfileOptions, TheViewsAreLenientAsTensorFlowsPythonApi) {
   profiler.set_log(&log);
   profiler.add_step(0, model->run_metadata);
   auto base = ProfileOptionBuilder().select({"micros", "params"}).with_empty_output().build();
-  const std::string by_name = profiler.profile_name_scope(base).text;
+  const std::string by_name = profiler.profile_name_scope(base).text();
 
   // An unknown order_by orders by name; unknown select fields are dropped (TF's testSimpleCodeView
   // relies on both). Each says so in the log.
   auto o = base;
   o.order_by = "bogus";
   o.select = {"micros", "flops", "params", "time"};
-  EXPECT_EQ(profiler.profile_name_scope(o).text, by_name);
+  EXPECT_EQ(profiler.profile_name_scope(o).text(), by_name);
   EXPECT_NE(log.str().find("Warning: unknown order_by 'bogus' ignored; ordering by name."), std::string::npos)
       << log.str();
   EXPECT_NE(log.str().find("Warning: unknown select fields flops, time ignored."), std::string::npos) << log.str();

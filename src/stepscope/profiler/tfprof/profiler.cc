@@ -126,13 +126,13 @@ struct Profiler::Impl {
       } else {
         auto view = show(o, o.step);
         result.root = std::move(view.root);
-        result.text = std::move(view.text);
+        result.view_text = std::move(view.text);
         const std::string prefix = std::string(model.miss_accelerator_stream ? tfprof::kMissingAcceleratorStream : "") +
                                    tfprof::query_doc(cmd, o.select) + std::string(tfprof::kProfilePrefix);
         if (to_stdout) {
-          *out << prefix << result.text;
+          *out << prefix << result.text();
         } else if (type == "file") {
-          write_file_atomically(o.output.options.at("outfile"), prefix + result.text);
+          write_file_atomically(o.output.options.at("outfile"), prefix + result.text());
         } else if (type == "pprof") {
           const std::string& outfile = o.output.options.at("outfile");
           write_file_atomically(outfile, tfprof::pprof_profile(cmd, result.root, options.select.front()),

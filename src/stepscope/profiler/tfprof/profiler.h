@@ -11,7 +11,7 @@
 //   profiler.profile_name_scope(ProfileOptionBuilder::trainable_variables_parameter());
 //   profiler.profile_operations(ProfileOptionBuilder::time_and_memory());
 //   auto report = profiler.profile_graph(ProfileOptionBuilder().with_empty_output().build());
-//   std::cout << report.text;              // or report.root / report.to_json() for programs
+//   std::cout << report.text();            // or report.root / report.to_json() for programs
 //   profiler.advise();
 //   profiler.save("runs/x/profile");      // Profiler::load("runs/x/profile") reopens it
 //
@@ -60,6 +60,7 @@
 #include "stepscope/profiler/tfprof/options.h"
 #include "stepscope/profiler/tfprof/protos.h"
 #include "stepscope/profiler/tfprof/step_timings.h"
+#include "stepscope/profiler/tfprof/view_text.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope {
@@ -75,15 +76,19 @@ class ProfileModel;
 // The result of the scope and graph views.
 struct GraphProfile {
   GraphNodeProto root;  // "_TFProfRoot" and the displayed tree under it
-  std::string text;     // the legend line and the node lines
+  // The legend line and the node lines. Where the output was not stdout or a file, the text is
+  // written on the first call (view_text.h: a deep graph's is mostly indentation).
+  const std::string& text() const { return view_text.str(); }
   std::string to_json() const { return stepscope::to_json(root); }
+  tfprof::ViewText view_text;
 };
 
 // The result of the op and code views.
 struct MultiGraphProfile {
   MultiGraphNodeProto root;
-  std::string text;
+  const std::string& text() const { return view_text.str(); }
   std::string to_json() const { return stepscope::to_json(root); }
+  tfprof::ViewText view_text;
 };
 
 struct ProfilerOptions {

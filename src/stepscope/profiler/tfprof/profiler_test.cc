@@ -83,7 +83,7 @@ class ProfilerTest : public ::testing::Test {
 
 TEST_F(ProfilerTest, TrainableVariablesParameters) {
   GraphProfile p = profiler_.profile_name_scope(quiet(ProfileOptionBuilder::trainable_variables_parameter()));
-  EXPECT_EQ(p.text,
+  EXPECT_EQ(p.text(),
             "node name | # parameters\n"
             "_TFProfRoot (--/212 params)\n"
             "  hidden (--/144 params)\n"
@@ -104,7 +104,7 @@ TEST_F(ProfilerTest, StatisticsOfRealSteps) {
     if (c.name == "hidden")
       for (const auto& cc : c.children)
         if (cc.name == "hidden/MatMul") matmul = &cc;
-  ASSERT_NE(matmul, nullptr) << scope.text;
+  ASSERT_NE(matmul, nullptr) << scope.text();
   EXPECT_EQ(matmul->run_count, 1);
   EXPECT_EQ(matmul->float_ops, 2 * 32 * 8 * 16);
   EXPECT_GT(matmul->exec_micros, 0);
@@ -129,7 +129,7 @@ TEST_F(ProfilerTest, StatisticsOfRealSteps) {
   EXPECT_EQ(static_cast<size_t>(runs), ran);
   EXPECT_EQ(ops.root.total_exec_micros, scope.root.total_exec_micros);
   EXPECT_EQ(ops.root.total_float_ops, scope.root.total_float_ops);
-  EXPECT_NE(ops.text.find("\nMatMul "), std::string::npos) << ops.text;
+  EXPECT_NE(ops.text().find("\nMatMul "), std::string::npos) << ops.text();
 }
 
 const MultiGraphNodeProto* find_entry(const MultiGraphNodeProto& p, const std::string& name) {
@@ -144,15 +144,15 @@ TEST_F(ProfilerTest, CodeViewGroupsByTheUsersLines) {
   MultiGraphProfile code = profiler_.profile_code(o);
   // The frame of the user's line, wherever the call stack puts it, and its gradient's.
   const std::string line = "profiler_test.cc:" + std::to_string(mlp_.build_line) + ":Mlp";
-  EXPECT_NE(code.text.find("  " + line + " ("), std::string::npos) << code.text;
-  EXPECT_NE(code.text.find("  " + line + " (gradient) ("), std::string::npos) << code.text;
+  EXPECT_NE(code.text().find("  " + line + " ("), std::string::npos) << code.text();
+  EXPECT_NE(code.text().find("  " + line + " (gradient) ("), std::string::npos) << code.text();
   const MultiGraphNodeProto* hidden = find_entry(code.root, line);
-  ASSERT_NE(hidden, nullptr) << code.text;
+  ASSERT_NE(hidden, nullptr) << code.text();
   // MatMul, BiasAdd, Relu; with line tables also the kernel initializer's 256, which dense()
   // creates with its own call site (without them its frames are not told from the library's).
-  EXPECT_GE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16) << code.text;
-  EXPECT_LE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16 + 256) << code.text;
-  ASSERT_NE(find_entry(code.root, line + " (gradient)"), nullptr) << code.text;
+  EXPECT_GE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16) << code.text();
+  EXPECT_LE(hidden->total_float_ops, 2 * 32 * 8 * 16 + 32 * 16 + 32 * 16 + 256) << code.text();
+  ASSERT_NE(find_entry(code.root, line + " (gradient)"), nullptr) << code.text();
 }
 
 TEST_F(ProfilerTest, EveryViewPrintsItsReport) {
@@ -181,12 +181,12 @@ std::vector<std::string> all_views(const Profiler& p) {
     for (int64_t step : {int64_t{-1}, int64_t{20}}) {
       ProfileOptions o = quiet(base);
       o.step = step;
-      texts.push_back(p.profile_name_scope(o).text);
+      texts.push_back(p.profile_name_scope(o).text());
       texts.push_back(p.profile_name_scope(o).to_json());
-      texts.push_back(p.profile_graph(o).text);
-      texts.push_back(p.profile_operations(o).text);
+      texts.push_back(p.profile_graph(o).text());
+      texts.push_back(p.profile_operations(o).text());
       texts.push_back(p.profile_operations(o).to_json());
-      texts.push_back(p.profile_code(o).text);
+      texts.push_back(p.profile_code(o).text());
     }
   }
   texts.push_back(p.advise(AdvisorOptions::all(), false).text());
@@ -308,7 +308,7 @@ TEST_F(ProfilerTest, ALoadedProfileTakesMoreStepsOfTheSameGraph) {
   profiler_.add_step(40, md);
   EXPECT_EQ(loaded.steps(), profiler_.steps());
   auto o = quiet(ProfileOptionBuilder().select({"micros", "float_ops", "occurrence"}).with_step(40).build());
-  EXPECT_EQ(loaded.profile_name_scope(o).text, profiler_.profile_name_scope(o).text);
+  EXPECT_EQ(loaded.profile_name_scope(o).text(), profiler_.profile_name_scope(o).text());
   fs::remove(path);
 }
 
@@ -431,7 +431,7 @@ TEST_F(ProfilerTest, OtherOutputs) {
   const fs::path path = fs::path(::testing::TempDir()) / "tfprof_dump";
   ProfileOptions o = ProfileOptionBuilder().select({"params"}).build();
   o.dump_to_file = path.string();
-  const std::string text = profiler_.profile_operations(o).text;
+  const std::string text = profiler_.profile_operations(o).text();
   EXPECT_EQ(read_file(path).substr(read_file(path).find("Profile:\n") + 9), text);
   EXPECT_EQ(out_.str(), "");
   fs::remove(path);
@@ -478,13 +478,13 @@ TEST(Profiler, FedShapesGiveInputShapesAndFloatOps) {
     if (c.name == "mm") matmul = &c;
     if (c.name == "x") fed = &c;
   }
-  ASSERT_NE(matmul, nullptr) << scope.text;
+  ASSERT_NE(matmul, nullptr) << scope.text();
   EXPECT_EQ(matmul->input_shapes.at(0), (std::vector<int64_t>{32, 8}));
   EXPECT_EQ(matmul->input_shapes.at(1), (std::vector<int64_t>{8, 16}));
   EXPECT_EQ(matmul->float_ops, 2 * 32 * 8 * 16);
-  ASSERT_NE(fed, nullptr) << scope.text;
+  ASSERT_NE(fed, nullptr) << scope.text();
   EXPECT_GE(fed->output_bytes, 32 * 8 * 4);
-  EXPECT_NE(scope.text.find("0:32x8|1:8x16"), std::string::npos) << scope.text;
+  EXPECT_NE(scope.text().find("0:32x8|1:8x16"), std::string::npos) << scope.text();
 }
 
 // The scope and graph views name their entries by views into the model's node names. When the
@@ -525,15 +525,16 @@ TEST(Profiler, ViewsOfAGraphThatGrewBetweenSteps) {
   const GraphProfile scope = p.profile_name_scope(o);
   std::vector<std::string> top;
   for (const GraphNodeProto& c : scope.root.children) top.push_back(c.name);
-  EXPECT_EQ(top, (V{"a", "b", "one", "x"})) << scope.text;
-  ASSERT_EQ(scope.root.children[1].children.size(), 300u) << scope.text;
-  EXPECT_EQ(scope.root.children[1].children[0].name, "b/Add") << scope.text;
-  ASSERT_EQ(scope.root.children[0].children.size(), 3u) << scope.text;
-  EXPECT_EQ(scope.root.children[0].children[2].name, "a/Add_2") << scope.text;
+  EXPECT_EQ(top, (V{"a", "b", "one", "x"})) << scope.text();
+  ASSERT_EQ(scope.root.children[1].children.size(), 300u) << scope.text();
+  EXPECT_EQ(scope.root.children[1].children[0].name, "b/Add") << scope.text();
+  ASSERT_EQ(scope.root.children[0].children.size(), 3u) << scope.text();
+  EXPECT_EQ(scope.root.children[0].children[2].name, "a/Add_2") << scope.text();
   // The graph view from b's last node down its inputs (100 levels: tfprof's default max_depth).
   const GraphProfile graph = p.profile_graph(o);
-  EXPECT_NE(graph.text.find("\n  b/Add_299 ("), std::string::npos) << graph.text.substr(0, 2000);
-  EXPECT_NE(graph.text.find(std::string(2 * 50, ' ') + "b/Add_250 ("), std::string::npos) << graph.text.substr(0, 2000);
+  EXPECT_NE(graph.text().find("\n  b/Add_299 ("), std::string::npos) << graph.text().substr(0, 2000);
+  EXPECT_NE(graph.text().find(std::string(2 * 50, ' ') + "b/Add_250 ("), std::string::npos)
+      << graph.text().substr(0, 2000);
 }
 
 TEST(Profiler, RunMetadataWithoutStepStatsIsIgnored) {
@@ -581,7 +582,7 @@ TEST(Profiler, ABigViewMadeOnTwoThreadsKeepsItsOrder) {
   };
   walk(view.root, 0);
   ASSERT_EQ(walked.size(), 1u + 4u + 24000u + 2u);
-  std::istringstream text(view.text);
+  std::istringstream text(view.text());
   std::string line;
   std::getline(text, line);  // the legend
   size_t lines = 0, wrong = 0;
@@ -604,6 +605,15 @@ TEST(Profiler, ABigViewMadeOnTwoThreadsKeepsItsOrder) {
   EXPECT_TRUE(validate_chrome_trace(trace).empty());
   for (const char* name : {"\"a/Add\"", "\"b/Add_5999\"", "\"c/Add\"", "\"d/Add_5999\""})
     EXPECT_NE(trace.find(name), std::string::npos) << name;
+
+  // Printed, the view writes its indentation as it goes; with no output it defers it to the
+  // first text() (view_text.h). Both come out the same, on two threads as on one.
+  const std::string file = (dir / "scope.txt").string();
+  p.profile_name_scope(ProfileOptionBuilder().with_file_output(file).build());
+  const std::string printed = read_file(file);
+  const std::string prefix = "Profile:\n";
+  ASSERT_NE(printed.find(prefix), std::string::npos);
+  EXPECT_TRUE(printed.substr(printed.find(prefix) + prefix.size()) == view.text());
   fs::remove_all(dir);
 }
 
@@ -637,7 +647,7 @@ TEST(Profiler, ABigStepsMemoryByKindIsTheOneWorkedOutAlone) {
   EXPECT_GT(alone.of(MemoryKind::kParameters), 0);
   EXPECT_GT(alone.of(MemoryKind::kActivations), 0);
   // The model took the step in beside it.
-  EXPECT_NE(p.profile_operations(quiet(ProfileOptionBuilder().build())).text.find("Add "), std::string::npos);
+  EXPECT_NE(p.profile_operations(quiet(ProfileOptionBuilder().build())).text().find("Add "), std::string::npos);
 }
 
 }  // namespace

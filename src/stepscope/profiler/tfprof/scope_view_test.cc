@@ -49,7 +49,7 @@ TEST_F(ScopeViewTest, DumpScopeMode) {
   auto opts = tf_test_options("name", {"VariableV2"},
                               {"params", "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros",
                                "accelerator_micros", "cpu_micros", "float_ops"});
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | # parameters | # float_ops | requested bytes | peak bytes | residual bytes | output bytes | "
             "total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/451 params, --/0 flops, --/0B, --/0B, --/0B, --/2.56KB, --/13us, --/0us, --/13us)\n"
@@ -62,7 +62,7 @@ TEST_F(ScopeViewTest, DumpScopeMode) {
 
 TEST_F(ScopeViewTest, DumpAcceleratorAndCPUMicros) {
   auto opts = tf_test_options("cpu_micros", {".*"}, {"accelerator_micros", "cpu_micros"});
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/404us, --/4.50ms)\n"
             "  Conv2D (226us/226us, 4.07ms/4.07ms)\n"
@@ -123,11 +123,11 @@ TEST_F(ScopeViewTest, ProtoTreeMatchesTheText) {
 TEST_F(ScopeViewTest, MaxDepthOneShowsOnlyTheRoot) {
   auto opts = tf_test_options("name", {".*"}, {"micros"});
   opts.max_depth = 1;
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/4.91ms, --/404us, --/4.50ms)\n");
   opts.max_depth = 2;
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/4.91ms, --/404us, --/4.50ms)\n"
             "  Conv2D (4.29ms/4.29ms, 226us/226us, 4.07ms/4.07ms)\n"
@@ -142,7 +142,7 @@ TEST_F(ScopeViewTest, MaxDepthOneShowsOnlyTheRoot) {
 TEST_F(ScopeViewTest, MinFloorsHideNodesButTheirTimeStaysInTheRoot) {
   auto opts = tf_test_options("micros", {".*"}, {"micros"});
   opts.min_micros = 10;
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/4.91ms, --/404us, --/4.50ms)\n"
             "  Conv2D (4.29ms/4.29ms, 226us/226us, 4.07ms/4.07ms)\n"
@@ -151,7 +151,7 @@ TEST_F(ScopeViewTest, MinFloorsHideNodesButTheirTimeStaysInTheRoot) {
   // account_displayed_op_only: the totals are those of the displayed nodes only.
   opts.min_micros = 500;
   opts.account_displayed_op_only = true;
-  EXPECT_EQ(profiler_.profile_name_scope(opts).text,
+  EXPECT_EQ(profiler_.profile_name_scope(opts).text(),
             "node name | total execution time | accelerator execution time | cpu execution time\n"
             "_TFProfRoot (--/4.89ms, --/404us, --/4.49ms)\n"
             "  Conv2D (4.29ms/4.29ms, 226us/226us, 4.07ms/4.07ms)\n"
@@ -200,7 +200,7 @@ TEST_F(ScopeViewTest, NameRegexes) {
   auto o = tf_test_options("name", {".*"}, {"params"});
   o.max_depth = 100;
   o.show_name_regexes = {"DW.*read", "ScalarW"};
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters\n"
             "_TFProfRoot (--/451 params)\n"
             "  DW/read (0/0 params)\n"
@@ -208,20 +208,20 @@ TEST_F(ScopeViewTest, NameRegexes) {
             "  ScalarW (1, 1/1 params)\n");
   // Full match: "DW" alone does not match DW2.
   o.show_name_regexes = {"DW"};
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters\n_TFProfRoot (--/451 params)\n  DW (3x3x3x6, 162/162 params)\n");
   // hide wins over show; the hidden node's children are still displayed.
   o.show_name_regexes = {"DW.*"};
   o.hide_name_regexes = {"DW2.*", "DW/Initializer.*"};
   o.max_depth = 3;
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters\n_TFProfRoot (--/451 params)\n  DW (3x3x3x6, 162/162 params)\n"
             "    DW/Assign (0/0 params)\n    DW/read (0/0 params)\n");
   // start: display begins at the first matching node of each branch.
   o = tf_test_options("name", {".*"}, {"params"});
   o.start_name_regexes = {".*/Initializer"};
   o.max_depth = 2;
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters\n_TFProfRoot (--/451 params)\n  DW/Initializer (0/0 params)\n"
             "  DW2/Initializer (0/0 params)\n  ScalarW/Initializer (0/0 params)\n");
   // trim: the matching node shows, its descendants do not.
@@ -229,20 +229,20 @@ TEST_F(ScopeViewTest, NameRegexes) {
   o.trim_name_regexes = {"DW.*", "ScalarW"};
   o.max_depth = 100;
   o.hide_name_regexes = {"Conv2D.*", "init", "zeros"};
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters\n_TFProfRoot (--/451 params)\n  DW (3x3x3x6, 162/162 params)\n"
             "  DW2 (2x2x6x12, 288/288 params)\n  ScalarW (1, 1/1 params)\n");
 }
 
 TEST_F(ScopeViewTest, AccountTypesIncludeTheDeviceAndTrainableVariables) {
   auto o = tf_test_options("name", {".*gpu:0"}, {"micros", "device"});
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time | assigned devices\n"
             "_TFProfRoot (--/4.89ms, --/404us, --/4.49ms)\n"
             "  Conv2D (4.29ms/4.29ms, 226us/226us, 4.07ms/4.07ms, /job:localhost/replica:0/task:0/device:gpu:0)\n"
             "  Conv2D_1 (597us/597us, 178us/178us, 419us/419us, /job:localhost/replica:0/task:0/device:gpu:0)\n");
   o = tf_test_options("name", {"_trainable_variables"}, {"params", "op_types"});
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters | op types\n"
             "_TFProfRoot (--/451 params, _kTFScopeParent)\n"
             "  DW (3x3x3x6, 162/162 params, /job:localhost/replica:0/task:0/device:cpu:0|VariableV2|"
@@ -256,7 +256,7 @@ TEST_F(ScopeViewTest, UnaccountedParentsShowDashes) {
   // Identity nodes accounted: their parents (variables, not accounted) still show, with "--".
   auto o = tf_test_options("name", {"Identity"}, {"params", "occurrence", "input_shapes"});
   o.max_depth = 100;
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | # parameters | op count (run|defined) | input shapes\n"
             "_TFProfRoot (--/451 params, --/2|--/6, )\n"
             "  DW (3x3x3x6, --/162 params, --/1|--/2, )\n"
@@ -295,7 +295,7 @@ TEST_F(ScopeViewTest, StepsAreAveragedAndAMissingStepIsReported) {
   EXPECT_EQ(profiler_.steps(), (std::vector<int64_t>{0, 1}));
   auto o = tf_test_options("name", {"VariableV2"}, {"micros", "occurrence"});
   // Averages over the steps each node ran in: DW (2 + 4) / 2, DW2 11 / 1.
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time | op count "
             "(run|defined)\n"
             "_TFProfRoot (--/14us, --/0us, --/14us, --/2|--/3)\n"
@@ -303,7 +303,7 @@ TEST_F(ScopeViewTest, StepsAreAveragedAndAMissingStepIsReported) {
             "  DW2 (11us/11us, 0us/0us, 11us/11us, 1/1|1/1)\n"
             "  ScalarW (0us/0us, 0us/0us, 0us/0us, 0/0|1/1)\n");
   o.step = 1;
-  EXPECT_EQ(profiler_.profile_name_scope(o).text,
+  EXPECT_EQ(profiler_.profile_name_scope(o).text(),
             "node name | total execution time | accelerator execution time | cpu execution time | op count "
             "(run|defined)\n"
             "_TFProfRoot (--/4us, --/0us, --/4us, --/1|--/3)\n"
@@ -312,7 +312,7 @@ TEST_F(ScopeViewTest, StepsAreAveragedAndAMissingStepIsReported) {
             "  ScalarW (0us/0us, 0us/0us, 0us/0us, 0/0|1/1)\n");
   o.step = 7;
   GraphProfile missing = profiler_.profile_name_scope(o);
-  EXPECT_EQ(missing.text, "");
+  EXPECT_EQ(missing.text(), "");
   EXPECT_TRUE(missing.root.children.empty());
   EXPECT_EQ(log_.str(), "Options -step=7 not found.\nAvailable steps: 0 1 \n");
 }
@@ -365,7 +365,7 @@ TEST_F(ScopeViewTest, FileReportHasTheDocAndProfilePrefix) {
   const auto path = std::filesystem::path(::testing::TempDir()) / "tfprof_scope_dump";
   auto o = tf_test_options("name", {"VariableV2"}, {"params", "micros"});
   o.output = "file:outfile=" + path.string();
-  const std::string text = profiler_.profile_name_scope(o).text;
+  const std::string text = profiler_.profile_name_scope(o).text();
   std::ifstream in(path);
   std::stringstream contents;
   contents << in.rdbuf();

@@ -47,6 +47,11 @@ struct TreeQuery {
         lines(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
 
+  // The indentation a text holds as spaces in its lines (none where it is deferred).
+  size_t written_indent_bytes(const ViewText& text) const {
+    return text.indentation() == ViewText::Indentation::kWritten ? indent_bytes : 0;
+  }
+
   const ModelNode* model_node(int32_t e) const {
     const int32_t n = tree.entries[e].node;
     return n >= 0 ? &model.nodes[n] : nullptr;
@@ -198,21 +203,21 @@ struct TreeQuery {
 
   // A shown entry's proto in its place in the result: its name and shapes filled in there (the
   // numbers are final), then its line.
-  void finish(int32_t e, GraphNodeProto& p, std::string& text) const {
+  void finish(int32_t e, GraphNodeProto& p, ViewText& text) const {
     const ViewTree::Entry& entry = tree.entries[e];
     init_graph_node_details(p, entry.name, entry.node, model);
-    text.append(static_cast<size_t>(indents[e]), ' ');
-    append_graph_node(text, p, account[e] != 0, model_node(e), synthetic_op_type, o);
-    text += '\n';
+    text.indent(static_cast<size_t>(indents[e]));
+    append_graph_node(text.lines(), p, account[e] != 0, model_node(e), synthetic_op_type, o);
+    text.lines() += '\n';
   }
 
   // Each entry is shown once (print's `once`): its proto is made in its place in the result.
-  void format(int32_t e, std::string& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
+  void format(int32_t e, ViewText& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
     out.children.resize(show_children[e].size());
     format_children(e, 0, show_children[e].size(), text, out, displayed);
   }
   // Shown children [first, last) of e and what they head, into out.children (made already).
-  void format_children(int32_t e, size_t first, size_t last, std::string& text, GraphNodeProto& out,
+  void format_children(int32_t e, size_t first, size_t last, ViewText& text, GraphNodeProto& out,
                        std::vector<int32_t>& displayed) {
     for (size_t i = first; i < last; ++i) {
       const int32_t c = show_children[e][i];
@@ -228,7 +233,7 @@ struct TreeQuery {
   // lines) on a second thread, into a text and a list of their own, joined after. The scope view
   // of 10^5 nodes takes 0.78x the time; at 10^6 on a VM whose fresh memory costs its host's
   // faults too, no gain (BENCHMARKS.md, issue 16, sixteenth session).
-  void format_top(std::string& text, GraphNodeProto& root_proto, std::vector<int32_t>& displayed, size_t line_bytes) {
+  void format_top(ViewText& text, GraphNodeProto& root_proto, std::vector<int32_t>& displayed, size_t line_bytes) {
     const std::vector<int32_t>& top = show_children[tree.root];
     root_proto.children.resize(top.size());
     size_t split = top.size(), first_lines = 0;
@@ -238,14 +243,15 @@ struct TreeQuery {
         first_lines += static_cast<size_t>(lines[top[split++]]);
       if (split == 0) first_lines = static_cast<size_t>(lines[top[split++]]);
     }
-    std::string other_text;
+    ViewText other_text(text.indentation());
     std::vector<int32_t> other_displayed;
     std::future<void> other;
     if (split < top.size()) {
       try {
         other = std::async(std::launch::async, [&, split] {
           const size_t other_lines = shown_count - 1 - first_lines;
-          reserve_huge(other_text, other_lines * line_bytes + indent_bytes * other_lines / shown_count);
+          reserve_huge(other_text.lines(),
+                       other_lines * line_bytes + written_indent_bytes(text) * other_lines / shown_count);
           other_displayed.reserve(other_lines);
           format_children(tree.root, split, top.size(), other_text, root_proto, other_displayed);
         });
@@ -256,7 +262,7 @@ struct TreeQuery {
     format_children(tree.root, 0, split, text, root_proto, displayed);
     if (!other.valid()) return;
     other.get();
-    text += other_text;
+    text.append(std::move(other_text));
     displayed.insert(displayed.end(), other_displayed.begin(), other_displayed.end());
   }
 
@@ -277,15 +283,19 @@ struct TreeQuery {
     print({root}, 1, 0, graph_view);
 
     GraphViewResult result;
-    result.text = graph_legend(o);
+    // Indentation written only where the text is printed (view_text.h).
+    const bool printed = o.output.type == "stdout" || o.output.type == "file";
+    result.text = ViewText(printed ? ViewText::Indentation::kWritten : ViewText::Indentation::kDeferred);
+    result.text.lines() = graph_legend(o);
     static_cast<GraphNodeStats&>(result.root) = numbers[root];
-    const size_t legend_bytes = result.text.size();
+    const size_t legend_bytes = result.text.lines().size();
     finish(root, result.root, result.text);
     // Room for every line: the root's line with some more for a longer name, each. Pages of the
     // reserve that are never written cost no memory; a big text (a deep graph's indentation
     // grows with the square of its depth) is written into huge pages.
-    const size_t root_line = result.text.size() - legend_bytes;
-    reserve_huge(result.text, legend_bytes + indent_bytes + shown_count * (root_line + 64));
+    const size_t root_line = result.text.lines().size() - legend_bytes;
+    reserve_huge(result.text.lines(),
+                 legend_bytes + written_indent_bytes(result.text) + shown_count * (root_line + 64));
     result.displayed.reserve(shown_count);
     format_top(result.text, result.root, result.displayed, root_line + 64);
     return result;

@@ -12,18 +12,19 @@
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/protos.h"
 #include "stepscope/profiler/tfprof/view_options.h"
+#include "stepscope/profiler/tfprof/view_text.h"
 
 namespace stepscope::tfprof {
 
 struct GraphViewResult {
   GraphNodeProto root;
-  std::string text;                // legend + node lines (what follows tfprof's "Profile:\n")
+  ViewText text;                   // legend + node lines (what follows tfprof's "Profile:\n")
   std::vector<int32_t> displayed;  // model nodes displayed, in display order
 };
 
 struct MultiViewResult {
   MultiGraphNodeProto root;
-  std::string text;
+  ViewText text;
   std::vector<int32_t> displayed;  // model nodes aggregated by the displayed rows
 };
 
