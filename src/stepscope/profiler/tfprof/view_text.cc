@@ -47,7 +47,8 @@ void ViewText::indent(size_t width) {
 void ViewText::append(ViewText&& other) {
   State& s = *state_;
   State& o = *other.state_;
-  if (s.indentation == Indentation::kWritten && !o.indents.empty()) {
+  // A text read already has its lines in `whole` (never empty then: it has indentation).
+  if (!o.whole.empty() || (s.indentation == Indentation::kWritten && !o.indents.empty())) {
     s.lines += other.str();
     return;
   }

@@ -54,6 +54,16 @@ TEST(ViewTextTest, AppendKeepsEachPartsIndentation) {
     }
 }
 
+TEST(ViewTextTest, AppendingATextReadAlreadyKeepsItsIndentation) {
+  ViewText a(ViewText::Indentation::kDeferred), b(ViewText::Indentation::kDeferred);
+  a.lines() += "a\n";
+  b.indent(2);
+  b.lines() += "b\n";
+  EXPECT_EQ(b.str(), "  b\n");
+  a.append(std::move(b));
+  EXPECT_EQ(a.str(), "a\n  b\n");
+}
+
 TEST(ViewTextTest, AWholeTextAndAnEmptyOneReadAsGiven) {
   EXPECT_EQ(ViewText("already whole\n").str(), "already whole\n");
   EXPECT_EQ(ViewText().str(), "");
