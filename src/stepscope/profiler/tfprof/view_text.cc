@@ -1,6 +1,7 @@
 #include "stepscope/profiler/tfprof/view_text.h"
 
 #include <mutex>
+#include <vector>
 
 #include "stepscope/base/huge_pages.h"
 

@@ -7,10 +7,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace stepscope::tfprof {
 
