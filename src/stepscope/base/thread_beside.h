@@ -1,0 +1,44 @@
+// A thread for work meant to run beside its caller, on a core the caller leaves idle: mapping
+// the memory a step is about to write, making a plan's names while its first traced step runs.
+//
+// Linux often starts a new thread on its creator's core, where it waits for the creator's time
+// slice: measured on this workplace's 2-core VMs, 2 threads in 5 started 1-3 ms late while
+// their creator ran, the other core idle. Work worth a thread there is a few hundred µs to a few
+// ms, so a ThreadBeside is placed on the other cores the process may use (where there are
+// any), and once it runs it may go anywhere again.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+
+namespace stepscope {
+
+class ThreadBeside {
+ public:
+  ThreadBeside() = default;
+  // Starts `work` on a new thread, off the calling thread's core where the process may use
+  // another. What `work` throws is dropped: it is a head start on something its caller would
+  // otherwise do (or fail at) itself. Throws std::system_error where no thread can be had.
+  explicit ThreadBeside(std::function<void()> work);
+  ThreadBeside(ThreadBeside&& other) noexcept = default;
+  // Waits for the work it held, if any, first.
+  ThreadBeside& operator=(ThreadBeside&& other) noexcept;
+  ThreadBeside(const ThreadBeside&) = delete;
+  ThreadBeside& operator=(const ThreadBeside&) = delete;
+  // Waits for the work: it may read what its owner holds.
+  ~ThreadBeside() { join(); }
+
+  // Whether a thread was started (and not joined yet).
+  bool started() const { return thread_.joinable(); }
+  // Whether the work has returned (true without any).
+  bool done() const { return !done_ || done_->load(std::memory_order_acquire); }
+  void join() noexcept;
+
+ private:
+  std::thread thread_;
+  std::shared_ptr<std::atomic<bool>> done_;
+};
+
+}  // namespace stepscope
