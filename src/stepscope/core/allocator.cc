@@ -11,6 +11,7 @@
 #include <string>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/huge_pages.h"
 
 // GCC defines __SANITIZE_ADDRESS__; clang 16 (the sanitizer build's compiler) only answers
 // __has_feature(address_sanitizer).
@@ -54,6 +55,35 @@ AllocationRecorder* AllocationRecorder::acquire() {
   std::lock_guard<std::mutex> lock(r->mutex_);
   r->open_ = true;
   return r;
+}
+
+void AllocationRecorder::prepare(size_t events, size_t nodes) {
+  events = std::min(events, kMaxKeptEvents);
+  nodes = std::min(nodes, kMaxKeptEvents);
+  AllocationRecorder* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(recorder_pool_mutex);
+    auto& pool = recorder_pool();
+    if (!pool.empty()) {
+      r = pool.back();
+      pool.pop_back();
+    }
+  }
+  if (!r) r = new AllocationRecorder();
+  {
+    std::lock_guard<std::mutex> lock(r->mutex_);
+    if (r->logs_.empty()) r->logs_.push_back(std::make_unique<ThreadLog>());
+    ThreadLog& log = *r->logs_.front();  // empty: recycled logs are
+    auto grow = [](auto& array, size_t n) {
+      if (array.capacity() >= n) return;
+      array.reserve(n);
+      prefault_pages(array.data(), n * sizeof(array[0]));
+    };
+    grow(log.events, events);
+    grow(log.nodes, nodes);
+  }
+  std::lock_guard<std::mutex> lock(recorder_pool_mutex);
+  recorder_pool().push_back(r);  // the next one acquire() gives
 }
 
 void AllocationRecorder::close() {

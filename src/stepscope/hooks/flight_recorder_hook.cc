@@ -100,6 +100,8 @@ void FlightRecorderHook::begin(Graph& graph) {
   next_trigger_poll_ = clock_->now_secs();
 }
 
+void FlightRecorderHook::after_create_session(Session& session, Coordinator&) { session.expect_traced_steps(); }
+
 std::optional<SessionRunArgs> FlightRecorderHook::before_run(SessionRunContext&) {
   SessionRunArgs args;
   args.options.emplace();

@@ -81,6 +81,8 @@ class FlightRecorderHook : public SessionRunHook {
   FlightRecorderHook& operator=(const FlightRecorderHook&) = delete;
 
   void begin(Graph& graph) override;
+  // Every step is traced: the session makes what a first traced step writes ahead.
+  void after_create_session(Session& session, Coordinator& coord) override;
   std::optional<SessionRunArgs> before_run(SessionRunContext& run_context) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;
   void on_run_error(SessionRunContext& run_context, const SessionRunValues& run_values,

@@ -111,6 +111,15 @@ TEST_F(FlightRecorderTest, ASlowStepWritesTheRingOnOneTimeAxisAndSaysWhy) {
   EXPECT_TRUE(names.count("global_step/AssignAdd"));
 }
 
+// Every step is traced: the session makes a plan's first traced step's memory ahead.
+TEST_F(FlightRecorderTest, TellsTheSessionThatStepsWillBeTraced) {
+  FlightRecorderHook recorder(options({}));
+  SingularMonitoredSession sess(g, {.hooks = {&duration, &recorder}});
+  EXPECT_TRUE(sess.raw_session().expects_traced_steps());
+  SingularMonitoredSession without(g, {.hooks = {&duration}});
+  EXPECT_FALSE(without.raw_session().expects_traced_steps());
+}
+
 TEST_F(FlightRecorderTest, ShortStepsAreNeverSlowByTheFactor) {
   FlightRecorderHook recorder(options({.slow_factor = 3, .min_steps_for_median = 3}));  // floor: 5 ms
   SingularMonitoredSession sess(g, {.hooks = {&duration, &recorder}});

@@ -81,6 +81,7 @@ void ProfilerHook::begin(Graph& graph) {
 
 void ProfilerHook::after_create_session(Session& session, Coordinator&) {
   if (!global_step_read_) resolve(session.graph());
+  session.expect_traced_steps();
 }
 
 void ProfilerHook::resolve(Graph& graph) {

@@ -102,6 +102,7 @@ class ProfilerHook : public SessionRunHook {
   void begin(Graph& graph) override;
   // Without a graph the global step's read tensor is looked up in after_create_session.
   void begin() override;
+  // Also tells the session that steps will be traced (Session::expect_traced_steps).
   void after_create_session(Session& session, Coordinator& coord) override;
   std::optional<SessionRunArgs> before_run(SessionRunContext& run_context) override;
   void after_run(SessionRunContext& run_context, const SessionRunValues& run_values) override;

@@ -181,6 +181,15 @@ TEST_F(ProfilerHookTest, SaveSecsSavesPeriodically) {
   EXPECT_THAT(files_matching(dir.path(), R"(timeline-.*\.json)"), ElementsAre("timeline-2.json", "timeline-5.json"));
 }
 
+// The hook traces steps: the session makes a plan's first traced step's memory ahead.
+TEST_F(ProfilerHookTest, TellsTheSessionThatStepsWillBeTraced) {
+  ProfilerHook hook(options({.save_steps = 1}));
+  SingularMonitoredSession sess(g, {.hooks = {&hook}});
+  EXPECT_TRUE(sess.raw_session().expects_traced_steps());
+  SingularMonitoredSession without(g);
+  EXPECT_FALSE(without.raw_session().expects_traced_steps());
+}
+
 TEST_F(ProfilerHookTest, SaveStepsDoesNotSaveInFirstStep) {
   ProfilerHook hook(options({.save_steps = 1}));
   SingularMonitoredSession sess(g, {.hooks = {&hook}});

@@ -16,11 +16,13 @@
 // predictable branch per node.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "stepscope/base/thread_beside.h"
 #include "stepscope/base/thread_pool.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/resource_store.h"
@@ -48,6 +50,12 @@ class Executor {
 
   int num_cached_plans() const;
 
+  // Steps will be traced (Session::expect_traced_steps): each plan built from now on has what
+  // its first traced step writes made ahead, on a core the executor leaves idle or else when it
+  // is built.
+  void expect_traced_steps() { expect_traced_steps_.store(true, std::memory_order_relaxed); }
+  bool expects_traced_steps() const { return expect_traced_steps_.load(std::memory_order_relaxed); }
+
   struct Plan;
   struct RunState;
 
@@ -56,8 +64,13 @@ class Executor {
            int threads, int intra_op_threads);
   std::shared_ptr<const Plan> plan_for(const FeedList& feeds, const std::vector<Output>& fetches,
                                        const std::vector<Node*>& targets);
-  std::shared_ptr<const Plan> build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
-                                         const std::vector<Node*>& targets) const;
+  std::shared_ptr<Plan> build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
+                                   const std::vector<Node*>& targets) const;
+  void prepare_traced_steps(Plan& plan) const;
+  // `gap_ns`: how long before the step that wants it the traced step before it ended.
+  void make_spare_beside(StepStats::ArraySizes sizes, size_t items, int64_t gap_ns);
+  // The cores a step uses: the caller's and the pools' threads.
+  int cores_used() const;
   void process(RunState* state, int first) const;
   // `scheduled`: when the node became ready, traced (-1: already in its record).
   void run_node(RunState* state, int index, RecordingScope* recording, uint32_t thread_id, int64_t scheduled) const;
@@ -79,7 +92,18 @@ class Executor {
   };
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Plan>, KeyHash> cache_;
   std::atomic<int64_t> next_step_id_{1};
+  std::atomic<bool> expect_traced_steps_{false};
   std::string_view cpu_allocator_name_;  // interned
+  // The spare StepStats arrays an idle core makes for the next of the steps traced into a new
+  // RunMetadata each, kept (StepStats::prepare_spare): one thread, making one for the latest
+  // such step's sizes while one is wanted, where the last set took no longer to make than the
+  // time between the steps.
+  std::atomic<int64_t> last_traced_end_ns_{0};
+  std::mutex spare_mutex_;
+  StepStats::ArraySizes spare_sizes_;
+  int64_t spare_make_ns_ = 0;  // how long the last set took
+  bool spare_wanted_ = false, making_spares_ = false;
+  ThreadBeside making_spare_;  // last: the others outlive its thread
 };
 
 }  // namespace stepscope

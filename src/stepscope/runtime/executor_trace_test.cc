@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <set>
 #include <span>
@@ -478,6 +479,95 @@ TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
   RunMetadata after;  // takes the arrays the kept ones gave away
   sess.run(feeds, {y}, {}, opts, &after);
   check(after);
+}
+
+// A session told that steps will be traced has a plan's first traced step's memory made ahead:
+// a spare StepStats set as big as a step of the plan (what the next fresh RunMetadata takes),
+// made beside the plan's first step or while the plan is built. A session not told makes none.
+TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
+  StepStats drained;
+  drained.reuse_for_step(1);  // takes what earlier tests left, if anything
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
+  Output y = add_one_chain(s, x, 2000);
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  auto spare_after_a_first_step = [&](bool expect) {
+    {
+      Session sess(g, {.inter_op_threads = 1});
+      if (expect) sess.expect_traced_steps();
+      EXPECT_EQ(sess.expects_traced_steps(), expect);
+      sess.run(feeds, {y});
+    }  // the session waits for what it makes beside its steps
+    StepStats probe;
+    probe.reuse_for_step(1);
+    return probe.reserved_sizes();
+  };
+  EXPECT_EQ(spare_after_a_first_step(false).memory, 0u);
+  const StepStats::ArraySizes made = spare_after_a_first_step(true);
+  EXPECT_GE(made.outputs, 2001u);  // a slot a node, and the fed x
+  EXPECT_GE(made.memory, 2000u);
+  EXPECT_GE(made.records, 4000u);
+  ASSERT_EQ(made.node_stats.size(), 1u);
+  EXPECT_GE(made.node_stats[0], 2001u);
+}
+
+// Its first traced steps, run right away (racing what is made beside them, and again in a
+// session that goes away while it is made), are whole.
+TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
+  Output y = add_one_chain(s, x, 3000);
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  for (int round = 0; round < 3; ++round) {
+    Session sess(g, {.inter_op_threads = 1});
+    sess.expect_traced_steps();
+    std::vector<RunMetadata> steps(2);
+    for (RunMetadata& md : steps) sess.run(feeds, {y}, {}, opts, &md);
+    for (const RunMetadata& md : steps) {
+      const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+      ASSERT_EQ(nodes.size(), 3000u);
+      EXPECT_EQ(nodes[2999].timeline_label,
+                std::string(nodes[2999].node_name) + " = TestAddOne(" + std::string(nodes[2998].node_name) + ")");
+      for (const auto& ns : nodes) ASSERT_EQ(ns.memory.size(), 1u);
+    }
+    Session gone(g, {.inter_op_threads = 1});
+    gone.expect_traced_steps();
+    gone.run(feeds, {y});  // and away, while its plan's memory may still be being made
+  }
+}
+
+// Steps traced into a new RunMetadata each, kept, with time between them: a core the steps
+// leave idle makes the next one's arrays there (a spare set made for such steps, which asks
+// for another).
+TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: none left idle to make them";
+  StepStats drained;
+  drained.reuse_for_step(1);  // takes what earlier tests left, if anything
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
+  Output y = add_one_chain(s, x, 2000);
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  std::vector<RunMetadata> kept(3);
+  {
+    Session sess(g, {.inter_op_threads = 1});
+    for (RunMetadata& md : kept) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // longer than making a set takes
+      sess.run(feeds, {y}, {}, opts, &md);
+    }
+  }  // the session waits for what it makes beside its steps
+  for (const RunMetadata& md : kept) EXPECT_EQ(ran_nodes(md.step_stats.dev_stats.at(0)).size(), 2000u);
+  StepStats next;
+  bool spare_wanted = false;
+  next.reuse_for_step(1, &spare_wanted);
+  EXPECT_GE(next.reserved_sizes().outputs, 2001u);
+  EXPECT_TRUE(spare_wanted);
 }
 
 // The thread that makes a big plan's names then faults in what the step's end writes. A first

@@ -154,6 +154,9 @@ std::vector<Tensor> Session::run_by_name(const FeedList& feeds, const std::vecto
   return run(feeds, fetches, targets);
 }
 
+void Session::expect_traced_steps() { executor_->expect_traced_steps(); }
+bool Session::expects_traced_steps() const { return executor_->expects_traced_steps(); }
+
 void Session::close() {
   closed_ = true;
   resources_->clear();

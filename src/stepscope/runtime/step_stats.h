@@ -167,7 +167,12 @@ class StepStats {
   // memory, and `num_outputs` output descriptions to fill in, in place: views of them
   // (stored_outputs) need no copy. A StepStats with no memory of its own takes the spare
   // arrays (see ~StepStats). Kept items are not reset: resizing initializes only what grows.
-  std::span<NodeOutput> reuse_for_step(size_t num_outputs);
+  // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
+  // next fresh StepStats' spare set (prepare_spare with SpareFor::kKeptSteps): this one had no
+  // memory of its own and found the spare set empty although an earlier fresh StepStats traced
+  // a step (it is still alive: its caller keeps each step's RunMetadata), or took a set made
+  // for such steps.
+  std::span<NodeOutput> reuse_for_step(size_t num_outputs, bool* spare_wanted = nullptr);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds
@@ -181,6 +186,23 @@ class StepStats {
   // between steps; what a StepStats that goes away hands on, see ~StepStats).
   size_t reserved_bytes() const;
 
+  // How many items a step's arrays have room for: what a spare set made ahead needs.
+  struct ArraySizes {
+    size_t outputs = 0, memory = 0, records = 0;
+    std::vector<size_t> node_stats;  // per device
+    size_t bytes() const;
+  };
+  ArraySizes reserved_sizes() const;
+  // Why a spare set is made ahead: for a plan's first traced step (a session that expects
+  // traced steps), or for the next of the steps whose callers keep each RunMetadata.
+  enum class SpareFor { kFirstStep, kKeptSteps };
+  // Makes the process's spare set (see ~StepStats) as big as `sizes`, mapped, unless it is that
+  // big already: the next fresh StepStats' step then writes memory mapped already, where new
+  // memory costs ~2 µs a 4 KiB page on a VM (~200 ns a node of a step). For a thread with
+  // nothing else to do: it maps ~420 bytes a node, and the set becomes the spare one once its
+  // pages are mapped.
+  static void prepare_spare(const ArraySizes& sizes, SpareFor why);
+
  private:
   template <typename T>
   std::span<T> add(std::vector<T>& array, size_t n);
@@ -188,7 +210,7 @@ class StepStats {
   void rebase(const std::vector<T>& array, const T* old_data, size_t old_size);
   void rebase_all(const StepStats& from);
   void give_arrays_away() noexcept;
-  void take_spare_arrays();
+  bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
 
   std::vector<NodeOutput> outputs_;
   std::vector<AllocatorMemoryUsed> memory_;

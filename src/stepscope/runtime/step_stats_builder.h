@@ -67,12 +67,18 @@ class StepStatsBuilder {
     // spare arrays were to be had): the caller has it mapped (prefault_pages over
     // StepStats::room), by a thread it leaves idle while the step runs, or before the step.
     bool new_room;
+    // Whether an idle thread should make the next fresh RunMetadata's arrays (see
+    // StepStats::reuse_for_step).
+    bool spare_wanted;
   };
   // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
   // times, and has room reserved for what finish() writes (StepStats::room).
   Slots begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
+  // The records of a plan of n items, mapped and zeroed (what a builder's first traced step
+  // makes, unless its plan has them made ahead).
+  static std::unique_ptr<NodeRecord[]> make_records(size_t n);
 
  private:
   // Fed nodes first (in start order, they start with the step): what TensorFlow records as the

@@ -57,6 +57,74 @@ TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
   EXPECT_NE(another.reuse_for_step(outputs / 2).data(), arrays);
 }
 
+// Sizes over the minimum kept as spare arrays (64 KiB).
+StepStats::ArraySizes spare_sizes() { return {.outputs = 4096, .memory = 1000, .records = 2000, .node_stats = {1000}}; }
+
+bool holds_at_least(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
+  return have.outputs >= need.outputs && have.memory >= need.memory && have.records >= need.records &&
+         have.node_stats.size() >= need.node_stats.size() && have.node_stats[0] >= need.node_stats[0];
+}
+
+// A session that expects traced steps has a spare set made ahead (an idle thread maps it): the
+// next fresh StepStats writes into it, and wants no other made.
+TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
+  StepStats earlier;
+  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kFirstStep);
+  StepStats fresh;
+  bool spare_wanted = true;
+  fresh.reuse_for_step(100, &spare_wanted);
+  EXPECT_TRUE(holds_at_least(fresh.reserved_sizes(), spare_sizes()));
+  EXPECT_FALSE(spare_wanted);
+  StepStats another;  // the set is taken: this one writes new memory
+  another.reuse_for_step(100);
+  EXPECT_LT(another.reserved_sizes().outputs, spare_sizes().outputs);
+}
+
+// Steps traced into a new RunMetadata each, kept: each after the first finds the spare set
+// empty (the one before holds it) and asks for one; a set made for them asks for the next.
+TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
+  StepStats first;
+  first.reuse_for_step(1);  // takes what earlier tests left: a fresh step traced before
+  StepStats kept;
+  bool spare_wanted = false;
+  kept.reuse_for_step(1, &spare_wanted);
+  EXPECT_TRUE(spare_wanted);
+  StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps);
+  StepStats next;
+  spare_wanted = false;
+  next.reuse_for_step(100, &spare_wanted);
+  EXPECT_TRUE(holds_at_least(next.reserved_sizes(), spare_sizes()));
+  EXPECT_TRUE(spare_wanted);
+  // A StepStats with memory of its own asks for nothing.
+  spare_wanted = true;
+  next.reuse_for_step(100, &spare_wanted);
+  EXPECT_FALSE(spare_wanted);
+}
+
+// A caller that stops keeping its RunMetadata: the arrays of one that goes away take the place
+// of a set made ahead no bigger than they are, and the fresh StepStats that takes them asks for
+// no other. A set as big as asked for already is not made again.
+TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
+  StepStats earlier;
+  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  const StepStats::ArraySizes sizes = spare_sizes();
+  StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
+  const NodeOutput* left = nullptr;
+  {
+    StepStats gone;
+    gone.reserve(sizes.outputs, sizes.memory, sizes.records);  // memory of its own: takes no spare set
+    gone.dev_stats.resize(1);
+    gone.dev_stats[0].node_stats.reserve(sizes.node_stats[0]);
+    left = gone.add_outputs(1).data();
+  }
+  StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
+  StepStats fresh;
+  bool spare_wanted = true;
+  EXPECT_EQ(fresh.reuse_for_step(10, &spare_wanted).data(), left);
+  EXPECT_FALSE(spare_wanted);
+}
+
 // room() is what is reserved and not yet written, for a thread to fault in before a step's end
 // writes it: the devices' node lists, the memory entries and the allocation records.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {

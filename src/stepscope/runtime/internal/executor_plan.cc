@@ -126,8 +126,8 @@ bool is_expensive(const Node& node) {
 
 }  // namespace
 
-std::shared_ptr<const Executor::Plan> Executor::build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
-                                                           const std::vector<Node*>& targets) const {
+std::shared_ptr<Executor::Plan> Executor::build_plan(const FeedList& feeds, const std::vector<Output>& fetches,
+                                                     const std::vector<Node*>& targets) const {
   auto plan = std::make_shared<Plan>();
   const int n = graph_.num_nodes();
   std::unordered_map<int64_t, int> fed;  // slot_key -> feed index
@@ -268,6 +268,7 @@ std::shared_ptr<const Executor::Plan> Executor::plan_for(const FeedList& feeds, 
     if (it != cache_.end()) return it->second;
   }
   auto plan = build_plan(feeds, fetches, targets);
+  if (expect_traced_steps_.load(std::memory_order_relaxed)) prepare_traced_steps(*plan);
   std::lock_guard<std::mutex> lock(cache_mutex_);
   return cache_.emplace(std::move(key), std::move(plan)).first->second;
 }

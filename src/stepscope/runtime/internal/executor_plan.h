@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stepscope/base/thread_beside.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/node.h"
 #include "stepscope/graph/node_label.h"
@@ -190,7 +191,26 @@ struct Executor::Plan {
     return b ? b : new StepBuffers(items.size(), static_cast<size_t>(num_slots), packs.size());
   }
   void give_back(StepBuffers* b) const { delete spare_.exchange(b, std::memory_order_acq_rel); }
-  ~Plan() { delete spare_.load(); }
+
+  // For a session that expects traced steps (Executor::expect_traced_steps): what the plan's
+  // first traced step writes, made ahead (by `preparation` where a thread does it): a spare
+  // StepStats set as big as a step (StepStats::prepare_spare), a recorder's log, the plan's
+  // records (take_prepared_records) and its names.
+  ThreadBeside preparation;
+  bool preparing() const { return !preparation.done(); }
+  void prepare_records() const {
+    if (records_.load(std::memory_order_acquire)) return;
+    delete[] records_.exchange(StepStatsBuilder::make_records(items.size()).release(), std::memory_order_acq_rel);
+  }
+  std::unique_ptr<NodeRecord[]> take_prepared_records() const {
+    return std::unique_ptr<NodeRecord[]>(records_.exchange(nullptr, std::memory_order_acq_rel));
+  }
+
+  ~Plan() {
+    preparation.join();  // it reads the plan
+    delete spare_.load();
+    delete[] records_.load();
+  }
 
  private:
   mutable std::once_flag names_once_;
@@ -198,6 +218,7 @@ struct Executor::Plan {
   mutable std::vector<Names> names_, fed_names_;
   mutable std::vector<std::string_view> device_names_;
   mutable std::atomic<StepBuffers*> spare_{nullptr};
+  mutable std::atomic<NodeRecord*> records_{nullptr};  // made ahead, for a StepStatsBuilder to take
 };
 
 }  // namespace stepscope
