@@ -11,9 +11,11 @@
 //                     structure built then): µs a node (≤ 1 µs)
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
 //   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K] [--pause S]
+//               [--expect-traced-steps]
 // (--only first K: a new session's first traced run, K times, to profile what a plan's first
 // traced step costs; --only kept K: traced into a new RunMetadata each time while the earlier
-// ones stay alive, the "fresh 2nd" case K times.)
+// ones stay alive, the "fresh 2nd" case K times; --only kept_spaced K: the same with 10
+// untraced steps before each, as a user who traces every 10th step and keeps each one.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,6 +40,9 @@ using Clock = std::chrono::steady_clock;
 
 // --only PHASE: measure that phase alone, --repeat times (for a profiler such as perf).
 std::string only_phase;
+// --expect-traced-steps: the sessions are told (Session::expect_traced_steps), as ProfilerHook
+// and FlightRecorderHook tell theirs.
+bool expect_traced_steps = false;
 int only_repeat = 1;
 bool runs(const char* phase) { return only_phase.empty() || only_phase == phase; }
 int reps_for(const char* phase, int reps) { return only_phase == phase ? only_repeat : reps; }
@@ -105,6 +110,7 @@ Row measure(int64_t n) {
     for (int64_t i = block * 100; i < std::min(n, (block + 1) * 100); ++i) y = add(scope, y, one);
   }
   Session session(g, {.inter_op_threads = 1});
+  if (expect_traced_steps) session.expect_traced_steps();
   FeedList feeds{{x, Tensor::from_vector<float>(std::vector<float>(16, 0.0f))}};
   row.plan_s = seconds_of([&] { session.run(feeds, {y}); });  // the plan's build, outside every other timing
   if (runs("untraced")) row.untraced_s = median_seconds("untraced", reps, [&] { session.run(feeds, {y}); });
@@ -120,6 +126,7 @@ Row measure(int64_t n) {
     std::vector<double> times;
     for (int i = 0; i < only_repeat; ++i) {
       Session again(g, {.inter_op_threads = 1});
+      if (expect_traced_steps) again.expect_traced_steps();
       again.run(feeds, {y});
       RunMetadata first;
       pause_before_repetition();
@@ -138,6 +145,16 @@ Row measure(int64_t n) {
     for (int i = 1; i <= only_repeat; ++i)
       times.push_back(seconds_of([&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
     median_of(std::move(times), "kept");
+  }
+  if (only_phase == "kept_spaced") {  // the same, with 10 untraced steps before each traced one
+    std::vector<RunMetadata> kept(static_cast<size_t>(only_repeat) + 1);
+    session.run(feeds, {y}, {}, traced, &kept[0]);
+    std::vector<double> times;
+    for (int i = 1; i <= only_repeat; ++i) {
+      for (int k = 0; k < 10; ++k) session.run(feeds, {y});
+      times.push_back(seconds_of([&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
+    }
+    median_of(std::move(times), "kept_spaced");
   }
   if (runs("fresh") && (reps > 1 || !only_phase.empty())) {  // a median too, where there is time for it
     row.fresh2_s = median_seconds("fresh", reps, [&] {
@@ -223,6 +240,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--markdown") {
       markdown = true;
+    } else if (arg == "--expect-traced-steps") {
+      stepscope::expect_traced_steps = true;
     } else if (arg == "--only" && i + 2 < argc) {
       stepscope::only_phase = argv[++i];
       stepscope::only_repeat = std::atoi(argv[++i]);
@@ -236,13 +255,17 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: scale_bench [--max-nodes N] [--sizes N,N,...] [--markdown] [--only PHASE K] [--pause S]\n"
+                   "                   [--expect-traced-steps]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
                    "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused,\n"
                    "    timeline, add_step, scope, op, graph, code; first: a new session's first traced run; kept:\n"
-                   "    into a new RunMetadata while the earlier ones stay alive), to run under a profiler\n"
+                   "    into a new RunMetadata while the earlier ones stay alive; kept_spaced: the same, 10 untraced\n"
+                   "    steps before each), to run under a profiler\n"
                    "  --pause S: sleep S seconds before each repetition (memory freed by the last one goes back\n"
-                   "    to a VM's host meanwhile, where the host takes it: the cost a query meets in a new process)\n");
+                   "    to a VM's host meanwhile, where the host takes it: the cost a query meets in a new process)\n"
+                   "  --expect-traced-steps: the sessions are told that steps will be traced (as ProfilerHook and\n"
+                   "    FlightRecorderHook tell theirs): a plan's first traced step finds its memory made ahead\n");
       return arg == "--help" ? 0 : 2;
     }
   }
