@@ -58,8 +58,7 @@ AllocationRecorder* AllocationRecorder::acquire() {
 }
 
 void AllocationRecorder::prepare(size_t events, size_t nodes) {
-  events = std::min(events, kMaxKeptEvents);
-  nodes = std::min(nodes, kMaxKeptEvents);
+  // Not held to kMaxKeptEvents: what a step needs, once (its recycle() trims a log that big).
   AllocationRecorder* r = nullptr;
   {
     std::lock_guard<std::mutex> lock(recorder_pool_mutex);

@@ -75,8 +75,9 @@ class AllocationRecorder {
   // Logs that grew past this are trimmed when their recorder goes back to the pool.
   static constexpr size_t kMaxKeptEvents = size_t{1} << 20;
   // Makes the next recorder acquire() gives have a log with that much room, mapped (its first
-  // recording thread takes it): a step's first trace in a process otherwise grows its log into
-  // new memory (~100 bytes a node) while it runs. For a thread with nothing else to do.
+  // recording thread takes it), even past kMaxKeptEvents: a step's first trace in a process
+  // otherwise grows its log into new memory (~100 bytes a node) while it runs. For a thread
+  // with nothing else to do.
   static void prepare(size_t events, size_t nodes);
   // After close(): the logs of the threads that recorded...
   std::span<ThreadLog* const> thread_logs() const { return {active_.data(), active_.size()}; }
