@@ -41,17 +41,21 @@ std::vector<AllocationRecorder*>& recorder_pool() {
 }
 }  // namespace
 
-AllocationRecorder* AllocationRecorder::acquire() {
-  AllocationRecorder* r = nullptr;
+AllocationRecorder* AllocationRecorder::take_from_pool() {
   {
     std::lock_guard<std::mutex> lock(recorder_pool_mutex);
     auto& pool = recorder_pool();
     if (!pool.empty()) {
-      r = pool.back();
+      AllocationRecorder* r = pool.back();
       pool.pop_back();
+      return r;
     }
   }
-  if (!r) r = new AllocationRecorder();
+  return new AllocationRecorder();
+}
+
+AllocationRecorder* AllocationRecorder::acquire() {
+  AllocationRecorder* r = take_from_pool();
   std::lock_guard<std::mutex> lock(r->mutex_);
   r->open_ = true;
   return r;
@@ -59,16 +63,7 @@ AllocationRecorder* AllocationRecorder::acquire() {
 
 void AllocationRecorder::prepare(size_t events, size_t nodes) {
   // Not held to kMaxKeptEvents: what a step needs, once (its recycle() trims a log that big).
-  AllocationRecorder* r = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(recorder_pool_mutex);
-    auto& pool = recorder_pool();
-    if (!pool.empty()) {
-      r = pool.back();
-      pool.pop_back();
-    }
-  }
-  if (!r) r = new AllocationRecorder();
+  AllocationRecorder* r = take_from_pool();
   {
     std::lock_guard<std::mutex> lock(r->mutex_);
     if (r->logs_.empty()) r->logs_.push_back(std::make_unique<ThreadLog>());

@@ -95,6 +95,7 @@ class AllocationRecorder {
 
  private:
   AllocationRecorder() = default;
+  static AllocationRecorder* take_from_pool();  // or a new one
   std::mutex mutex_;
   std::atomic<uint64_t> generation_{1};  // advances at close()
   bool open_ = false;

@@ -481,17 +481,26 @@ TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
   check(after);
 }
 
+// A chain of n TestAddOne nodes from a fed x of 3 floats.
+struct AddOneChain {
+  explicit AddOneChain(int n)
+      : x(placeholder(scope.with_op_name("x"), DType::kFloat32, Shape{3})),
+        y(add_one_chain(scope, x, n)),
+        feeds{{x, Tensor(DType::kFloat32, Shape{3})}} {}
+  Graph g;
+  Scope scope{g};
+  Output x, y;
+  FeedList feeds;
+};
+
 // A session told that steps will be traced has a plan's first traced step's memory made ahead:
 // a spare StepStats set as big as a step of the plan (what the next fresh RunMetadata takes),
 // made beside the plan's first step or while the plan is built. A session not told makes none.
 TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   StepStats drained;
   drained.reuse_for_step(1);  // takes what earlier tests left, if anything
-  Graph g;
-  Scope s(g);
-  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
-  Output y = add_one_chain(s, x, 2000);
-  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  AddOneChain chain(2000);
+  const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
   auto spare_after_a_first_step = [&](bool expect) {
     {
       Session sess(g, {.inter_op_threads = 1});
@@ -515,11 +524,8 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
 // Its first traced steps, run right away (racing what is made beside them, and again in a
 // session that goes away while it is made), are whole.
 TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {
-  Graph g;
-  Scope s(g);
-  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
-  Output y = add_one_chain(s, x, 3000);
-  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  AddOneChain chain(3000);
+  const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
   for (int round = 0; round < 3; ++round) {
@@ -547,11 +553,8 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: none left idle to make them";
   StepStats drained;
   drained.reuse_for_step(1);  // takes what earlier tests left, if anything
-  Graph g;
-  Scope s(g);
-  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{3});
-  Output y = add_one_chain(s, x, 2000);
-  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{3})}};
+  AddOneChain chain(2000);
+  const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
   std::vector<RunMetadata> kept(3);
