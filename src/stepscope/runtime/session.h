@@ -57,10 +57,10 @@ class Session {
   DeviceSet& device_set() { return *devices_; }
   const SessionOptions& options() const { return options_; }
   // Says that steps will be traced (ProfilerHook and FlightRecorderHook say it when the session
-  // is made): each plan built from then on has what its first traced step writes made ahead
-  // (its names and a step's worth of trace arrays, ~500 bytes a node), on a core the session's
-  // threads leave idle or else while the plan is built. A plan's first traced step otherwise
-  // writes that memory new, which costs more than tracing itself (BENCHMARKS.md, issue 16).
+  // is made, a ProfileContext at each run it sees): each plan built from then on has what its first traced step writes
+  // made ahead (its names and a step's worth of trace arrays, ~500 bytes a node), on a core the session's threads leave
+  // idle or else while the plan is built. A plan's first traced step otherwise writes that memory new, which costs more
+  // than tracing itself (BENCHMARKS.md, issue 16).
   void expect_traced_steps();
   bool expects_traced_steps() const;
   // Releases the session's state; further run() calls raise CancelledError.

@@ -115,6 +115,9 @@ bool ProfileContext::before_run(const RunCall& call, int64_t& ticket) {
     return false;
   }
   const int64_t step = step_++;
+  // Alive, the context traces steps of every session it sees: each makes a plan's first traced
+  // step's memory ahead, from its next plan on (Session::expect_traced_steps).
+  call.session.expect_traced_steps();
   const bool traced = should_trace(step, call);
   ticket = make_ticket(step, traced, dump_next_);
   trace_next_ = dump_next_ = false;

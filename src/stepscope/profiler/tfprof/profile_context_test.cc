@@ -54,7 +54,9 @@ TEST(ProfileContext, Basics) {  // testBasics: trace 1 and 3, profile at 3, dump
     ctx.add_auto_profiling(
         "op", ProfileOptionBuilder(ProfileOptionBuilder::time_and_memory(0, 0)).with_file_output(report).build(), {3});
     EXPECT_EQ(ctx.profiler(), nullptr);
+    EXPECT_FALSE(m.session->expects_traced_steps());
     for (int i = 0; i < 5; ++i) m.step();
+    EXPECT_TRUE(m.session->expects_traced_steps());  // it told the session it traces
     EXPECT_EQ(ctx.step(), 5);
     ASSERT_NE(ctx.profiler(), nullptr);
     EXPECT_EQ(ctx.profiler()->steps(), (std::vector<int64_t>{1, 3}));
