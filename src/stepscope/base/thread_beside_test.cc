@@ -8,8 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 namespace stepscope {
 namespace {
@@ -71,6 +74,63 @@ TEST(ThreadBeside, AssigningWaitsForTheWorkItHeld) {
   EXPECT_TRUE(moved_from.done());
   taker.join();
 }
+
+TEST(ThreadBeside, ItsThreadIsKeptForTheNextOne) {
+  std::thread::id first, second;
+  ThreadBeside([&] { first = std::this_thread::get_id(); }).join();
+  EXPECT_GE(ThreadBeside::parked(), 1);
+  ThreadBeside([&] { second = std::this_thread::get_id(); }).join();
+  EXPECT_EQ(first, second);  // the thread parked by the first, woken for the second
+  EXPECT_NE(first, std::this_thread::get_id());
+}
+
+TEST(ThreadBeside, ManyAtOnceRunOnThreadsOfTheirOwn) {
+  constexpr int kMany = 12;  // more than are kept parked
+  std::atomic<int> arrived{0};
+  std::vector<ThreadBeside> besides;
+  for (int i = 0; i < kMany; ++i)
+    besides.emplace_back([&] {
+      arrived.fetch_add(1);
+      while (arrived.load() < kMany) std::this_thread::yield();  // each waits for all the others
+    });
+  for (auto& beside : besides) beside.join();
+  EXPECT_EQ(arrived.load(), kMany);
+  EXPECT_LE(ThreadBeside::parked(), 8);
+}
+
+TEST(ThreadBeside, WhatTheWorkHoldsIsGoneWhenItIsDone) {
+  auto held = std::make_shared<int>(1);
+  ThreadBeside beside([copy = held] { (void)copy; });
+  beside.join();
+  EXPECT_EQ(held.use_count(), 1);
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define STEPSCOPE_UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STEPSCOPE_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__linux__) && !defined(STEPSCOPE_UNDER_TSAN)
+// A forked child has none of its parent's parked threads: its ThreadBesides make their own, and
+// a thread made ahead is one of its own. (Not under TSan, which does not support threads made
+// after a multi-threaded fork.)
+TEST(ThreadBeside, AForkedChildMakesThreadsOfItsOwn) {
+  ThreadBeside([] {}).join();  // one parked here, in the parent
+  ASSERT_GE(ThreadBeside::parked(), 1);
+  EXPECT_EXIT(
+      {
+        const bool none_inherited = ThreadBeside::parked() == 0;
+        ThreadBeside::make_one_ahead();
+        const bool one_ahead = ThreadBeside::parked() == 1;
+        std::atomic<bool> ran{false};
+        ThreadBeside([&] { ran = true; }).join();
+        std::_Exit(none_inherited && one_ahead && ran ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+#endif
 
 #if defined(__linux__)
 // Placed off its creator's core only to start: once it runs, it may use every core its
