@@ -1,13 +1,15 @@
 #include "stepscope/profiler/tfprof/profiler.h"
 
-#include <future>
+#include <exception>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <system_error>
 #include <thread>
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
+#include "stepscope/base/thread_beside.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/node_label.h"
 #include "stepscope/profiler/tfprof/format.h"
@@ -24,8 +26,8 @@ using tfprof::ProfileModel;
 using tfprof::ViewOptions;
 
 namespace {
-// From how many records a step's memory by kind is worked out on a thread of its own: ~1 ms of
-// work there, against tens of µs to start the thread.
+// From how many records a step's memory by kind is worked out beside add_step: ~1 ms of work
+// there, against ~10 µs to wake a ThreadBeside.
 constexpr size_t kRecordsWorthAThread = 10000;
 }  // namespace
 
@@ -184,25 +186,37 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   // The step's memory by kind (the graph says which tensor is which; a loaded profile has none,
   // so it is worked out now). It reads only the graph and the records, so a big step's is worked
   // out on another core while the model takes the step in.
-  std::future<MemoryByKind> memory;
-  if (m.graph && !stats.empty()) {
+  const bool by_kind_wanted = m.graph && !stats.empty();
+  std::optional<MemoryByKind> by_kind;
+  std::exception_ptr by_kind_failed;
+  const auto work_out_by_kind = [&] {
+    try {
+      by_kind = stepscope::memory_by_kind(*m.graph, stats);
+    } catch (...) {
+      by_kind_failed = std::current_exception();
+    }
+  };
+  ThreadBeside beside;  // declared after what it writes: its destructor waits for it
+  if (by_kind_wanted && std::thread::hardware_concurrency() > 1) {
     size_t records = 0;
     for (const DeviceStepStats& dev_stats : stats.dev_stats) records += dev_stats.node_stats.size();
-    const auto work = [graph = m.graph, &stats] { return stepscope::memory_by_kind(*graph, stats); };
-    if (records >= kRecordsWorthAThread && std::thread::hardware_concurrency() > 1) {
+    if (records >= kRecordsWorthAThread) {
       try {
-        memory = std::async(std::launch::async, work);
+        beside = ThreadBeside(work_out_by_kind);
       } catch (const std::system_error&) {  // no thread to be had: worked out below instead
       }
     }
-    if (!memory.valid()) memory = std::async(std::launch::deferred, work);
   }
   m.model.add_step(step, run_metadata, m.graph, *m.log);
   auto it = m.model.steps.find(step);
-  if (it != m.model.steps.end() && memory.valid()) {
+  if (it != m.model.steps.end() && by_kind_wanted) {
+    if (beside.started())
+      beside.join();
+    else
+      work_out_by_kind();
+    if (by_kind_failed) std::rethrow_exception(by_kind_failed);
     // Of several RunMetadata of one step, the one with the highest peak is kept.
-    MemoryByKind by_kind = memory.get();
-    if (!it->second.memory || by_kind.peak_bytes > it->second.memory->peak_bytes) it->second.memory = by_kind;
+    if (!it->second.memory || by_kind->peak_bytes > it->second.memory->peak_bytes) it->second.memory = *by_kind;
   }
   m.step_chunks.erase(step);
 }

@@ -1,10 +1,11 @@
 // The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
 #include <algorithm>
-#include <future>
+#include <exception>
 #include <system_error>
 #include <thread>
 
 #include "stepscope/base/huge_pages.h"
+#include "stepscope/base/thread_beside.h"
 #include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/node_name_index.h"
@@ -245,23 +246,29 @@ struct TreeQuery {
     }
     ViewText other_text(text.indentation());
     std::vector<int32_t> other_displayed;
-    std::future<void> other;
+    std::exception_ptr other_failed;
+    ThreadBeside other;  // declared after what it writes: its destructor waits for it
     if (split < top.size()) {
       try {
-        other = std::async(std::launch::async, [&, split] {
-          const size_t other_lines = shown_count - 1 - first_lines;
-          reserve_huge(other_text.lines(),
-                       other_lines * line_bytes + written_indent_bytes(text) * other_lines / shown_count);
-          other_displayed.reserve(other_lines);
-          format_children(tree.root, split, top.size(), other_text, root_proto, other_displayed);
+        other = ThreadBeside([&, split] {
+          try {
+            const size_t other_lines = shown_count - 1 - first_lines;
+            reserve_huge(other_text.lines(),
+                         other_lines * line_bytes + written_indent_bytes(text) * other_lines / shown_count);
+            other_displayed.reserve(other_lines);
+            format_children(tree.root, split, top.size(), other_text, root_proto, other_displayed);
+          } catch (...) {
+            other_failed = std::current_exception();
+          }
         });
       } catch (const std::system_error&) {  // no thread to be had: all of it here
         split = top.size();
       }
     }
     format_children(tree.root, 0, split, text, root_proto, displayed);
-    if (!other.valid()) return;
-    other.get();
+    if (!other.started()) return;
+    other.join();
+    if (other_failed) std::rethrow_exception(other_failed);
     text.append(std::move(other_text));
     displayed.insert(displayed.end(), other_displayed.begin(), other_displayed.end());
   }
