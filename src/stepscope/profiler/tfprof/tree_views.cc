@@ -14,8 +14,8 @@ namespace stepscope::tfprof {
 namespace {
 
 // From how many shown lines a view's protos and text are made on two threads (~0.5 µs a line,
-// against tens of µs to start one).
-constexpr size_t kLinesWorthAThread = 20000;
+// against ~10 µs to wake a ThreadBeside).
+constexpr size_t kLinesWorthAThread = 2000;
 
 // Per-query state of a tree view, indexed like ViewTree::entries.
 struct TreeQuery {
