@@ -619,13 +619,14 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     stats = &metadata->step_stats;
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
-    const StepStatsBuilder::Slots slots = buf->trace.begin(*plan, *stats, start);
+    const StepStatsBuilder::Begun begun = buf->trace.begin(*plan, *stats, start);
     if (naming.started())
-      room->set_value(slots.new_room ? stats->room() : StepRoom{});
-    else if (slots.new_room)
+      room->set_value(begun.new_room ? stats->room() : StepRoom{});
+    else if (begun.new_room)
       mapping = map_new_room(stats->room(), num_items, cores_used);
-    spare_wanted = slots.spare_wanted;
+    spare_wanted = begun.spare_wanted;
     traced_gap_ns = start.ns - last_traced_end_ns_.load(std::memory_order_relaxed);
+    const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);  // mapped beside the room
     s.records = slots.records;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).

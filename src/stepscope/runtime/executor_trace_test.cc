@@ -498,7 +498,7 @@ struct AddOneChain {
 // made beside the plan's first step or while the plan is built. A session not told makes none.
 TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   StepStats drained;
-  drained.reuse_for_step(1);  // takes what earlier tests left, if anything
+  drained.reuse_for_step();  // takes what earlier tests left, if anything
   AddOneChain chain(2000);
   const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
   auto spare_after_a_first_step = [&](bool expect) {
@@ -509,7 +509,7 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
       sess.run(feeds, {y});
     }  // the session waits for what it makes beside its steps
     StepStats probe;
-    probe.reuse_for_step(1);
+    probe.reuse_for_step();
     return probe.reserved_sizes();
   };
   EXPECT_EQ(spare_after_a_first_step(false).memory, 0u);
@@ -552,7 +552,7 @@ TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {
 TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: none left idle to make them";
   StepStats drained;
-  drained.reuse_for_step(1);  // takes what earlier tests left, if anything
+  drained.reuse_for_step();  // takes what earlier tests left, if anything
   AddOneChain chain(2000);
   const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
   RunOptions opts;
@@ -568,7 +568,8 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   for (const RunMetadata& md : kept) EXPECT_EQ(ran_nodes(md.step_stats.dev_stats.at(0)).size(), 2000u);
   StepStats next;
   bool spare_wanted = false;
-  next.reuse_for_step(1, &spare_wanted);
+  next.reuse_for_step(&spare_wanted);
+  next.outputs_for_step(1);
   EXPECT_GE(next.reserved_sizes().outputs, 2001u);
   EXPECT_TRUE(spare_wanted);
 }

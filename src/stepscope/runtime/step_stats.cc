@@ -355,7 +355,7 @@ void StepStats::clear() {
   alloc_ids_.clear();
 }
 
-std::span<NodeOutput> StepStats::reuse_for_step(size_t num_outputs, bool* spare_wanted) {
+void StepStats::reuse_for_step(bool* spare_wanted) {
   // A fresh StepStats (a new RunMetadata per step) takes the spare arrays.
   const bool wanted = outputs_.capacity() == 0 && take_spare_arrays();
   if (spare_wanted) *spare_wanted = wanted;
@@ -365,15 +365,18 @@ std::span<NodeOutput> StepStats::reuse_for_step(size_t num_outputs, bool* spare_
   clear();
   dev_stats = std::move(kept);
   for (auto& dev : dev_stats) dev.node_stats.clear();  // no views into the arrays left
-  if (outputs.capacity() < num_outputs) {
+  outputs_ = std::move(outputs);                       // their size too: outputs_for_step initializes only what grows
+  records_ = std::move(records);                       // likewise for resize_records
+}
+
+std::span<NodeOutput> StepStats::outputs_for_step(size_t num_outputs) {
+  if (outputs_.capacity() < num_outputs) {
     // New memory, which the step writes right away: mapped in one call rather than a fault a
     // page (~20% less a page on a VM, and the step that follows ran faster too).
-    outputs.reserve(num_outputs);
-    prefault_pages(outputs.data() + outputs.size(), (outputs.capacity() - outputs.size()) * sizeof(NodeOutput));
+    outputs_.reserve(num_outputs);
+    prefault_pages(outputs_.data() + outputs_.size(), (outputs_.capacity() - outputs_.size()) * sizeof(NodeOutput));
   }
-  outputs.resize(num_outputs);
-  outputs_ = std::move(outputs);
-  records_ = std::move(records);  // their size too: resize_records initializes only what grows
+  outputs_.resize(num_outputs);
   return outputs_;
 }
 

@@ -164,15 +164,19 @@ class StepStats {
   // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
   // arrays have grown to a step's size:
   // Forgets everything, as clear() does, but keeps the devices' node lists (emptied) with their
-  // memory, and `num_outputs` output descriptions to fill in, in place: views of them
-  // (stored_outputs) need no copy. A StepStats with no memory of its own takes the spare
-  // arrays (see ~StepStats). Kept items are not reset: resizing initializes only what grows.
+  // memory, and the output descriptions (see outputs_for_step). A StepStats with no memory of its
+  // own takes the spare arrays (see ~StepStats).
   // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
   // next fresh StepStats' spare set (prepare_spare with SpareFor::kKeptSteps): this one had no
   // memory of its own and found the spare set empty although an earlier fresh StepStats traced
   // a step (it is still alive: its caller keeps each step's RunMetadata), or took a set made
   // for such steps.
-  std::span<NodeOutput> reuse_for_step(size_t num_outputs, bool* spare_wanted = nullptr);
+  void reuse_for_step(bool* spare_wanted = nullptr);
+  // Then `num_outputs` output descriptions to fill in, in place: views of them (stored_outputs)
+  // need no copy. Kept items are not reset: resizing initializes only what grows; new memory is
+  // mapped first, in one call. (Apart from reuse_for_step so that a traced step can have a
+  // thread map the rest of its new room while this one maps these.)
+  std::span<NodeOutput> outputs_for_step(size_t num_outputs);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds

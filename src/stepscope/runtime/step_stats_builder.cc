@@ -12,21 +12,15 @@
 namespace stepscope {
 
 std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
-  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // mapped in one call, then zeroed (see reuse_for_step)
+  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // mapped in one call, then zeroed (see outputs_for_step)
   prefault_pages(records.get(), n * sizeof(NodeRecord));
   std::fill_n(records.get(), n, NodeRecord{});
   return records;
 }
 
-StepStatsBuilder::Slots StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
-  if (!records_) {
-    records_ = plan.take_prepared_records();
-    if (!records_) records_ = make_records(plan.items.size());
-  }
-  // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
-  // its view needs no copy.
+StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
   bool spare_wanted = false;
-  NodeOutput* outputs = stats.reuse_for_step(static_cast<size_t>(plan.num_slots), &spare_wanted).data();
+  stats.reuse_for_step(&spare_wanted);
   // Room for what finish() writes, made now so that a thread left idle can fault it in while
   // the step runs (StepStats::room): a node entry a node, and a memory entry and two allocation
   // records a node, as most nodes have (finish() grows them where a step has more).
@@ -37,7 +31,17 @@ StepStatsBuilder::Slots StepStatsBuilder::begin(const Executor::Plan& plan, Step
   stats.reserve(0, n, 2 * n - std::min(2 * n, stats.num_stored_records()));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
-  return {records_.get(), outputs, stats.reserved_bytes() > reserved, spare_wanted};
+  return {stats.reserved_bytes() > reserved, spare_wanted};
+}
+
+StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, StepStats& stats) {
+  if (!records_) {
+    records_ = plan.take_prepared_records();
+    if (!records_) records_ = make_records(plan.items.size());
+  }
+  // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
+  // its view needs no copy.
+  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data()};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,

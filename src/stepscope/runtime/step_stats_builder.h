@@ -59,10 +59,7 @@ inline void mark_missing(NodeOutput& description) {
 // One per StepBuffers of a plan (so one per step running at a time), kept between steps.
 class StepStatsBuilder {
  public:
-  // The slots a traced step writes while it runs.
-  struct Slots {
-    NodeRecord* records;  // per plan item
-    NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+  struct Begun {
     // Whether the room for finish() is new memory (a fresh RunMetadata's traced step, where no
     // spare arrays were to be had): the caller has it mapped (prefault_pages over
     // StepStats::room), by a thread it leaves idle while the step runs, or before the step.
@@ -73,7 +70,15 @@ class StepStatsBuilder {
   };
   // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
   // times, and has room reserved for what finish() writes (StepStats::room).
-  Slots begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
+  Begun begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
+  // The slots a traced step writes while it runs.
+  struct Slots {
+    NodeRecord* records;  // per plan item
+    NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+  };
+  // Then, once the caller has the room's mapping under way (a thread beside the step maps it
+  // while this one maps these, where they are new: at 1,000 nodes, ~140 and ~90 µs): the slots.
+  Slots slots(const Executor::Plan& plan, StepStats& stats);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
   // The records of a plan of n items, mapped and zeroed (what a builder's first traced step

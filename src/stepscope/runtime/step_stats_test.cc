@@ -14,7 +14,8 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   st.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
   st.dev_stats[0].node_stats.resize(3);
   const NodeExecStats* nodes = st.dev_stats[0].node_stats.data();
-  std::span<NodeOutput> outputs = st.reuse_for_step(4);
+  st.reuse_for_step();
+  std::span<NodeOutput> outputs = st.outputs_for_step(4);
   ASSERT_EQ(outputs.size(), 4u);
   EXPECT_EQ(st.num_stored_outputs(), 4u);
   EXPECT_EQ(st.base_ns, 0);
@@ -34,7 +35,8 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   EXPECT_NE(copy.dev_stats[0].node_stats[0].output.data(), outputs.data() + 2);
 
   // A step with fewer slots: the array shrinks to them.
-  EXPECT_EQ(st.reuse_for_step(2).size(), 2u);
+  st.reuse_for_step();
+  EXPECT_EQ(st.outputs_for_step(2).size(), 2u);
   EXPECT_EQ(st.num_stored_outputs(), 2u);
 }
 
@@ -43,18 +45,21 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
 TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
   const size_t outputs = (size_t{1} << 20) / sizeof(NodeOutput);  // over the minimum kept (64 KiB)
   StepStats earlier;
-  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  earlier.reuse_for_step();  // takes what earlier tests left, if anything
   const NodeOutput* arrays = nullptr;
   {
     StepStats gone;
     gone.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
-    arrays = gone.reuse_for_step(outputs).data();
+    gone.reuse_for_step();
+    arrays = gone.outputs_for_step(outputs).data();
   }
   StepStats fresh;
-  EXPECT_EQ(fresh.reuse_for_step(outputs / 2).data(), arrays);
+  fresh.reuse_for_step();
+  EXPECT_EQ(fresh.outputs_for_step(outputs / 2).data(), arrays);
   EXPECT_EQ(fresh.num_stored_outputs(), outputs / 2);
   StepStats another;  // the one spare set is taken
-  EXPECT_NE(another.reuse_for_step(outputs / 2).data(), arrays);
+  another.reuse_for_step();
+  EXPECT_NE(another.outputs_for_step(outputs / 2).data(), arrays);
 }
 
 // Sizes over the minimum kept as spare arrays (64 KiB).
@@ -69,15 +74,17 @@ bool holds_at_least(const StepStats::ArraySizes& have, const StepStats::ArraySiz
 // next fresh StepStats writes into it, and wants no other made.
 TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
   StepStats earlier;
-  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  earlier.reuse_for_step();  // takes what earlier tests left, if anything
   StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kFirstStep);
   StepStats fresh;
   bool spare_wanted = true;
-  fresh.reuse_for_step(100, &spare_wanted);
+  fresh.reuse_for_step(&spare_wanted);
+  fresh.outputs_for_step(100);
   EXPECT_TRUE(holds_at_least(fresh.reserved_sizes(), spare_sizes()));
   EXPECT_FALSE(spare_wanted);
   StepStats another;  // the set is taken: this one writes new memory
-  another.reuse_for_step(100);
+  another.reuse_for_step();
+  another.outputs_for_step(100);
   EXPECT_LT(another.reserved_sizes().outputs, spare_sizes().outputs);
 }
 
@@ -85,20 +92,23 @@ TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
 // empty (the one before holds it) and asks for one; a set made for them asks for the next.
 TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
   StepStats first;
-  first.reuse_for_step(1);  // takes what earlier tests left: a fresh step traced before
+  first.reuse_for_step();  // takes what earlier tests left: a fresh step traced before
   StepStats kept;
   bool spare_wanted = false;
-  kept.reuse_for_step(1, &spare_wanted);
+  kept.reuse_for_step(&spare_wanted);
+  kept.outputs_for_step(1);
   EXPECT_TRUE(spare_wanted);
   StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps);
   StepStats next;
   spare_wanted = false;
-  next.reuse_for_step(100, &spare_wanted);
+  next.reuse_for_step(&spare_wanted);
+  next.outputs_for_step(100);
   EXPECT_TRUE(holds_at_least(next.reserved_sizes(), spare_sizes()));
   EXPECT_TRUE(spare_wanted);
   // A StepStats with memory of its own asks for nothing.
   spare_wanted = true;
-  next.reuse_for_step(100, &spare_wanted);
+  next.reuse_for_step(&spare_wanted);
+  next.outputs_for_step(100);
   EXPECT_FALSE(spare_wanted);
 }
 
@@ -107,7 +117,7 @@ TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
 // no other. A set as big as asked for already is not made again.
 TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   StepStats earlier;
-  earlier.reuse_for_step(1);  // takes what earlier tests left, if anything
+  earlier.reuse_for_step();  // takes what earlier tests left, if anything
   const StepStats::ArraySizes sizes = spare_sizes();
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
   const NodeOutput* left = nullptr;
@@ -121,7 +131,8 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
   StepStats fresh;
   bool spare_wanted = true;
-  EXPECT_EQ(fresh.reuse_for_step(10, &spare_wanted).data(), left);
+  fresh.reuse_for_step(&spare_wanted);
+  EXPECT_EQ(fresh.outputs_for_step(10).data(), left);
   EXPECT_FALSE(spare_wanted);
 }
 
@@ -155,11 +166,13 @@ TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
   st.reserve(1, 5, 8);  // memory of its own: it takes no spare arrays (another test's)
   st.dev_stats.resize(1);
   st.dev_stats[0].node_stats.reserve(10);
-  st.reuse_for_step(3);
+  st.reuse_for_step();
+  st.outputs_for_step(3);
   const size_t reserved = st.reserved_bytes();
   EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 3 * sizeof(NodeOutput) + 5 * sizeof(AllocatorMemoryUsed) +
                           8 * sizeof(AllocationRecord));
-  st.reuse_for_step(3);  // the next step, the same arrays
+  st.reuse_for_step();  // the next step, the same arrays
+  st.outputs_for_step(3);
   st.dev_stats[0].node_stats.reserve(10);
   st.reserve(0, 5, 0);
   EXPECT_EQ(st.reserved_bytes(), reserved);
@@ -181,7 +194,7 @@ TEST(StepStats, ResizeRecordsToFillInPlace) {
   EXPECT_EQ(stored[0].allocation_records[0].alloc_bytes, -4);
   // A reused StepStats keeps the records' size (what is kept is not reset; resizing to the next
   // step's size initializes only what grows).
-  st.reuse_for_step(0);
+  st.reuse_for_step();
   EXPECT_EQ(st.num_stored_records(), 3u);
   EXPECT_EQ(st.resize_records(5).size(), 5u);
 }
