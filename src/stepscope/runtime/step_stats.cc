@@ -365,8 +365,9 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   clear();
   dev_stats = std::move(kept);
   for (auto& dev : dev_stats) dev.node_stats.clear();  // no views into the arrays left
-  outputs_ = std::move(outputs);                       // their size too: outputs_for_step initializes only what grows
-  records_ = std::move(records);                       // likewise for resize_records
+  // Their sizes too: outputs_for_step and resize_records initialize only what grows.
+  outputs_ = std::move(outputs);
+  records_ = std::move(records);
 }
 
 std::span<NodeOutput> StepStats::outputs_for_step(size_t num_outputs) {
