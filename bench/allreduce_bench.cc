@@ -89,7 +89,7 @@ struct FusedAllreduce {
     options.trace_level = TraceLevel::kSoftwareTrace;
     RunMetadata metadata;
     session->run({}, outputs, {}, options, &metadata);
-    for (const auto& dev : metadata.step_stats.dev_stats)
+    for (const auto& dev : metadata.step_stats.dev_stats())
       for (const auto& ns : dev.node_stats)
         if (ns.node_name == "fused")
           return {ns.all_start_ns + ns.op_start_rel_ns, ns.all_start_ns + ns.op_end_rel_ns};

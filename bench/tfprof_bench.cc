@@ -58,7 +58,7 @@ struct TracedMlp {
     steps.resize(num_steps);
     for (RunMetadata& md : steps) {
       session.run({{x, xs}, {y, ys}}, {loss}, {train}, options, &md);
-      for (const auto& dev : md.step_stats.dev_stats) execs += static_cast<int64_t>(dev.node_stats.size());
+      for (const auto& dev : md.step_stats.dev_stats()) execs += static_cast<int64_t>(dev.node_stats.size());
     }
   }
 };

@@ -60,8 +60,8 @@ StepStats synthetic_step(int n) {
   StepStats st;
   st.base_ns = 1'000'000;
   st.base_wall_ns = 1'700'000'000'000'000'000;
-  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
-  auto& nodes = st.dev_stats[0].node_stats;
+  st.dev_stats().push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
+  auto& nodes = st.dev_stats()[0].node_stats;
   nodes.reserve(n);
   std::vector<std::string> names(n);
   for (int i = 0; i < n; ++i) names[i] = "model/layer_" + std::to_string(i / 100) + "/op_" + std::to_string(i);

@@ -215,7 +215,7 @@ TEST(Collective, AllreduceReducesInputsItAloneHoldsInTheirOwnBuffers) {
       // Where each output lies: in its input's buffer for the owned ones; for the held ones, in
       // a new tensor when there is reducing to do (more than one rank).
       std::map<std::string, std::vector<uint64_t>> outputs;
-      for (const auto& dev : metadata.step_stats.dev_stats)
+      for (const auto& dev : metadata.step_stats.dev_stats())
         for (const auto& ns : dev.node_stats)
           for (const auto& o : ns.output)
             outputs[std::string(ns.node_name)].push_back(o.tensor_description.allocation_description.ptr);
@@ -280,7 +280,7 @@ TEST(Collective, AllreduceReducesPackedInputsWhereTheyLie) {
           ASSERT_EQ(out.back().flat<float>()[0], static_cast<float>((r + 1) * (3 - 40)));
         }
         int64_t allocated_by_reduce = -1;
-        for (const auto& dev : metadata.step_stats.dev_stats)
+        for (const auto& dev : metadata.step_stats.dev_stats())
           for (const auto& ns : dev.node_stats)
             if (ns.node_name == "reduce") {
               allocated_by_reduce = 0;

@@ -43,7 +43,7 @@ void uninstall_sigusr1() {
 // What a step's statistics take in memory, roughly: the ring's cap is on this.
 size_t statistics_bytes(const RunMetadata& metadata) {
   size_t bytes = sizeof(RunMetadata);
-  for (const DeviceStepStats& device : metadata.step_stats.dev_stats) {
+  for (const DeviceStepStats& device : metadata.step_stats.dev_stats()) {
     bytes += device.node_stats.size() * sizeof(NodeExecStats);
     for (const NodeExecStats& node : device.node_stats) {
       bytes += node.output.size() * sizeof(NodeOutput) + node.memory.size() * sizeof(AllocatorMemoryUsed);

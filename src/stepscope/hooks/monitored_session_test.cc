@@ -35,7 +35,7 @@ TEST(HookedSession, RunPassesAllArguments) {
   // Without hooks the options reach the session unchanged, and the caller's metadata is filled.
   EXPECT_EQ(options.trace_level, TraceLevel::kFullTrace);
   EXPECT_TRUE(options.debug_options.debug_tensor_watch_opts.empty());
-  EXPECT_FALSE(metadata.step_stats.dev_stats.empty());
+  EXPECT_FALSE(metadata.step_stats.dev_stats().empty());
   EXPECT_FALSE(metadata.partition_graphs.empty());
 }
 
@@ -53,7 +53,7 @@ TEST(HookedSession, CallsHooksBeginEnd) {
     EXPECT_EQ(h->last_options.timeout_in_ms, 0);
     EXPECT_TRUE(h->last_options.debug_options.debug_tensor_watch_opts.empty());
     ASSERT_NE(h->last_run_metadata_address, nullptr);
-    EXPECT_TRUE(h->last_run_metadata.step_stats.dev_stats.empty());
+    EXPECT_TRUE(h->last_run_metadata.step_stats.dev_stats().empty());
     EXPECT_TRUE(h->last_run_metadata.partition_graphs.empty());
     ASSERT_TRUE(h->last_original_args.fetches.is_output());
     EXPECT_EQ(h->last_original_args.fetches.output(), a);
@@ -270,7 +270,7 @@ TEST(MonitoredSession, MergeRunOptionsFromHooks) {
   ASSERT_EQ(hook_b.run_metadata_list.size(), 1u);
   EXPECT_EQ(hook_a.run_metadata_addresses[0], hook_b.run_metadata_addresses[0]);
   EXPECT_GT(hook_b.run_metadata_list[0].partition_graphs.size(), 0u);
-  EXPECT_FALSE(hook_b.run_metadata_list[0].step_stats.dev_stats.empty());  // traced
+  EXPECT_FALSE(hook_b.run_metadata_list[0].step_stats.dev_stats().empty());  // traced
 }
 
 TEST(MonitoredSession, MergeCallerAndHookRunOptions) {
@@ -336,17 +336,17 @@ TEST(MonitoredSession, AnUntracedRunAfterATracedOneSeesNoStatistics) {
     sess.run(c);
   };
   run_traced(true);
-  ASSERT_FALSE(hook.last_run_metadata.step_stats.dev_stats.empty());
+  ASSERT_FALSE(hook.last_run_metadata.step_stats.dev_stats().empty());
   EXPECT_GT(hook.last_run_metadata.step_timing.wall_ns, 0);
   run_traced(false);
-  EXPECT_TRUE(hook.last_run_metadata.step_stats.dev_stats.empty());
+  EXPECT_TRUE(hook.last_run_metadata.step_stats.dev_stats().empty());
   EXPECT_EQ(hook.last_run_metadata.step_timing.wall_ns, 0);
   EXPECT_TRUE(hook.last_run_metadata.input_stages.empty());
   run_traced(true);
   run_traced(true);  // into the arrays of the run before
-  ASSERT_EQ(hook.last_run_metadata.step_stats.dev_stats.size(), 1u);
-  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats[0].node_stats.size(), 1u);
-  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats[0].node_stats[0].node_name, c.node->name());
+  ASSERT_EQ(hook.last_run_metadata.step_stats.dev_stats().size(), 1u);
+  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats()[0].node_stats.size(), 1u);
+  EXPECT_EQ(hook.last_run_metadata.step_stats.dev_stats()[0].node_stats[0].node_name, c.node->name());
 }
 
 // =================================================================================================

@@ -300,7 +300,7 @@ TEST_F(ProfilerHookTest, FilesParseAndValidate) {
     RunMetadata md = load_run_metadata(fs::path(out.path()) / "run_metadata-2.pb");
     ASSERT_FALSE(md.step_stats.empty());
     size_t nodes = 0;
-    for (const auto& d : md.step_stats.dev_stats) nodes += d.node_stats.size();
+    for (const auto& d : md.step_stats.dev_stats()) nodes += d.node_stats.size();
     EXPECT_EQ(nodes, names.size());
   }
 }

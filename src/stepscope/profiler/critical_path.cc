@@ -73,12 +73,12 @@ class PathFinder {
  public:
   PathFinder(const Graph* graph, const StepStats& step) : graph_(graph) {
     size_t n = 0;
-    for (const auto& dev : step.dev_stats) n += dev.node_stats.size();
+    for (const auto& dev : step.dev_stats()) n += dev.node_stats.size();
     records_.reserve(n);
     if (graph_) by_id_.assign(graph_->num_nodes(), -1);
     bool per_stream = false;
-    for (const auto& dev : step.dev_stats) per_stream |= is_one_stream(dev.device);
-    for (const auto& dev : step.dev_stats) {
+    for (const auto& dev : step.dev_stats()) per_stream |= is_one_stream(dev.device);
+    for (const auto& dev : step.dev_stats()) {
       const bool stream = is_one_stream(dev.device);
       if (per_stream && !stream && is_gpu_tracer_device(dev.device)) continue;  // repeats of stream records
       int prev = -1;

@@ -45,7 +45,7 @@ NodeExecStats run_of(Node* node, int64_t scheduled, int64_t start, int64_t end, 
 StepStats step_of(std::vector<NodeExecStats> nodes, const char* device = kCpu0) {
   StepStats s;
   s.base_ns = kBase;
-  s.dev_stats.push_back({StepStats::intern(device), std::move(nodes)});
+  s.dev_stats().push_back({StepStats::intern(device), std::move(nodes)});
   return s;
 }
 
@@ -143,7 +143,7 @@ TEST(CriticalPath, DiamondWithTheOtherBranchLonger) {
 TEST(CriticalPath, WithoutScheduledTimesFollowsTheLatestInputBeforeTheStart) {
   Diamond d;
   StepStats s = d.step();
-  for (auto& ns : s.dev_stats[0].node_stats) ns.scheduled_ns = 0;
+  for (auto& ns : s.dev_stats()[0].node_stats) ns.scheduled_ns = 0;
   CriticalPath p = critical_path(d.g, s);
   EXPECT_EQ(names(p), (std::vector<std::string>{"src", "long", "sink"}));
 }
@@ -258,8 +258,8 @@ TEST(CriticalPath, SeveralDevices) {
   Diamond d;
   StepStats s;
   s.base_ns = kBase;
-  s.dev_stats.push_back({StepStats::intern(kCpu0), {run_of(d.src, 0, 0, 10, 1), run_of(d.shrt, 10, 11, 20, 1)}});
-  s.dev_stats.push_back({StepStats::intern(kCpu1), {run_of(d.lng, 10, 12, 80, 1), run_of(d.sink, 80, 81, 90, 1)}});
+  s.dev_stats().push_back({StepStats::intern(kCpu0), {run_of(d.src, 0, 0, 10, 1), run_of(d.shrt, 10, 11, 20, 1)}});
+  s.dev_stats().push_back({StepStats::intern(kCpu1), {run_of(d.lng, 10, 12, 80, 1), run_of(d.sink, 80, 81, 90, 1)}});
   CriticalPath p = critical_path(d.g, s);
   EXPECT_EQ(names(p), (std::vector<std::string>{"src", "long", "sink"}));
   EXPECT_EQ(p.ops[0].device, kCpu0);
@@ -290,14 +290,14 @@ TEST(CriticalPath, SkewedClocksGiveNoNegativeWait) {
 TEST(CriticalPath, WithoutTheGraphUsesTheTimelineLabels) {
   Diamond d;
   StepStats s = d.step();
-  for (auto& ns : s.dev_stats[0].node_stats) ns.node_id = -1;
-  EXPECT_EQ(s.dev_stats[0].node_stats[3].timeline_label, "sink = Add(short, long)");
+  for (auto& ns : s.dev_stats()[0].node_stats) ns.node_id = -1;
+  EXPECT_EQ(s.dev_stats()[0].node_stats[3].timeline_label, "sink = Add(short, long)");
   CriticalPath p = critical_path(s);
   EXPECT_EQ(names(p), (std::vector<std::string>{"src", "long", "sink"}));
   EXPECT_EQ(p.ops[1].via, CriticalPathEdge::kData);
   EXPECT_EQ(p.ops[1].node_id, -1);
   // And with the graph, a node whose id is wrong is found by its name.
-  for (auto& ns : s.dev_stats[0].node_stats) ns.node_id = 0;
+  for (auto& ns : s.dev_stats()[0].node_stats) ns.node_id = 0;
   EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
 }
 
@@ -307,12 +307,12 @@ TEST(CriticalPath, WithTheGraphEdgesComeFromTheGraphNotTheLabels) {
   Diamond d;
   StepStats s = d.step();
   // No scheduled times: each op's predecessor is its latest input to end before it started.
-  for (auto& ns : s.dev_stats[0].node_stats) ns.scheduled_ns = 0;
-  auto& sink = s.dev_stats[0].node_stats[3];
+  for (auto& ns : s.dev_stats()[0].node_stats) ns.scheduled_ns = 0;
+  auto& sink = s.dev_stats()[0].node_stats[3];
   sink.timeline_label = StepStats::intern("sink = Add(short)");
   EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
   EXPECT_EQ(names(critical_path(s)), (std::vector<std::string>{"src", "short", "sink"}));
-  for (auto& ns : s.dev_stats[0].node_stats) ns.timeline_label = {};
+  for (auto& ns : s.dev_stats()[0].node_stats) ns.timeline_label = {};
   EXPECT_EQ(names(critical_path(d.g, s)), (std::vector<std::string>{"src", "long", "sink"}));
   EXPECT_EQ(names(critical_path(s)), (std::vector<std::string>{"sink"}));
 }
@@ -425,7 +425,7 @@ TEST(CriticalPath, RealTracedTrainingStep) {
   EXPECT_GT(p.parallelism, 0);
   EXPECT_GT(p.num_ops, static_cast<int>(p.ops.size()));
   // The step records the two fed placeholders too: they are not ops, on the path or counted.
-  EXPECT_EQ(p.num_ops, static_cast<int>(md.step_stats.dev_stats[0].node_stats.size()) - 2);
+  EXPECT_EQ(p.num_ops, static_cast<int>(md.step_stats.dev_stats()[0].node_stats.size()) - 2);
   for (const CriticalPath& path : {p, critical_path(md.step_stats)})
     for (const auto& op : path.ops) EXPECT_NE(op.op_type, "Placeholder") << path.to_text();
 
@@ -433,7 +433,7 @@ TEST(CriticalPath, RealTracedTrainingStep) {
   int64_t last_end = 0;
   std::string last_name;
   std::set<std::string> ran;
-  for (const auto& ns : md.step_stats.dev_stats[0].node_stats) {
+  for (const auto& ns : md.step_stats.dev_stats()[0].node_stats) {
     if (ns.node_name == "x" || ns.node_name == "labels") continue;  // fed: in the step, not run
     ran.insert(std::string(ns.node_name));
     if (ns.all_start_ns + ns.all_end_rel_ns >= last_end) {
@@ -526,7 +526,7 @@ TEST(CriticalPath, InputOpsAreTheirOwnCategory) {
   Output x = constant(s.with_op_name("x"), 1.0f);
   Output y = neg(s.with_op_name("y"), x);
   StepStats step = step_of({run_of(x, 0, 0, 30), run_of(y, 30, 30, 100)});
-  step.dev_stats[0].node_stats[0].op_type = StepStats::intern("IteratorGetNext");
+  step.dev_stats()[0].node_stats[0].op_type = StepStats::intern("IteratorGetNext");
   const CriticalPath p = critical_path(step);
   EXPECT_EQ(p.path_input_ns, 30);
   EXPECT_EQ(

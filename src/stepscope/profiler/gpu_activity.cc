@@ -133,7 +133,7 @@ void add_gpu_activity(StepStats& stats, std::span<const GpuActivity> records, co
   for (auto& [key, nodes] : devices) {
     std::stable_sort(nodes.begin(), nodes.end(),
                      [](const NodeExecStats& a, const NodeExecStats& b) { return a.all_start_ns < b.all_start_ns; });
-    stats.dev_stats.push_back({StepStats::intern(device_of(key)), std::move(nodes)});
+    stats.dev_stats().push_back({StepStats::intern(device_of(key)), std::move(nodes)});
   }
 }
 

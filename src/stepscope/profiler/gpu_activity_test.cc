@@ -44,14 +44,14 @@ GpuActivity copy(uint32_t stream, uint32_t correlation, int64_t start, int64_t e
 }
 
 const DeviceStepStats* device(const StepStats& st, std::string_view name) {
-  for (const auto& d : st.dev_stats)
+  for (const auto& d : st.dev_stats())
     if (d.device == name) return &d;
   return nullptr;
 }
 
 std::vector<std::string> device_names(const StepStats& st) {
   std::vector<std::string> out;
-  for (const auto& d : st.dev_stats) out.emplace_back(d.device);
+  for (const auto& d : st.dev_stats()) out.emplace_back(d.device);
   return out;
 }
 
@@ -66,7 +66,7 @@ TEST(GpuActivity, TensorFlowsThreeDevicesNamesAndLabels) {
       kernel(7, 99, 3'000, 3'050, "orphan_kernel"),  // no op launched it that we know of
   };
   StepStats st;
-  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
+  st.dev_stats().push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
   add_gpu_activity(st, records, launches, /*gpu_to_step_ns=*/1'000'000);
 
   EXPECT_THAT(device_names(st),
@@ -218,15 +218,15 @@ TEST(CuptiRecords, RecordedKernelCopyAndMemsetBecomeTheStepsGpuDevices) {
   add_gpu_activity(st, records, launches, -4'000);
   EXPECT_THAT(device_names(st),
               ::testing::ElementsAre("/device:GPU:0/stream:all", "/device:GPU:0/stream:7", "/device:GPU:0/memcpy"));
-  const NodeExecStats& add = st.dev_stats[0].node_stats.at(0);
+  const NodeExecStats& add = st.dev_stats()[0].node_stats.at(0);
   EXPECT_EQ(add.node_name, "y/add:Add");
   EXPECT_EQ(add.timeline_label,
             "add_kernel(float*, float const*, int) regs:40 shm:2048 grid:8,2,1 block:128,1,1@@y/add:Add");
   EXPECT_EQ(add.all_start_ns, 1'000);
   EXPECT_EQ(add.all_end_rel_ns, 1'500);
-  ASSERT_EQ(st.dev_stats[1].node_stats.size(), 3u);
-  EXPECT_EQ(st.dev_stats[1].node_stats[0].node_name, "y/zeros:MEMSET");
-  EXPECT_EQ(st.dev_stats[2].node_stats.at(0).timeline_label, "MEMCPYDtoH 1024 bytes async");
+  ASSERT_EQ(st.dev_stats()[1].node_stats.size(), 3u);
+  EXPECT_EQ(st.dev_stats()[1].node_stats[0].node_name, "y/zeros:MEMSET");
+  EXPECT_EQ(st.dev_stats()[2].node_stats.at(0).timeline_label, "MEMCPYDtoH 1024 bytes async");
 #endif
 }
 

@@ -41,7 +41,7 @@ struct GpuStep {
     Session session(g, {.inter_op_threads = 1});
     md = testing::traced_run(session, {act});
     StepStats& st = md.step_stats;
-    for (const NodeExecStats& ns : st.dev_stats.at(0).node_stats) {
+    for (const NodeExecStats& ns : st.dev_stats().at(0).node_stats) {
       if (ns.node_name == "mm") cpu_mm = &ns;
       if (ns.node_name == "act") cpu_act = &ns;
     }
@@ -93,7 +93,7 @@ struct GpuStep {
     kernel_end = t + 45 * kUs + offset;
     add_gpu_activity(st, records, launches, offset);
     // The CPU nodes' pointers stay valid: add_gpu_activity appends devices, dev_stats may move.
-    for (const NodeExecStats& ns : st.dev_stats.at(0).node_stats) {
+    for (const NodeExecStats& ns : st.dev_stats().at(0).node_stats) {
       if (ns.node_name == "mm") cpu_mm = &ns;
       if (ns.node_name == "act") cpu_act = &ns;
     }
@@ -156,9 +156,9 @@ TEST(GpuTimeline, GpuDevicesAreProcessesOfTheirOwnWithTensorFlowsNames) {
 TEST(GpuTimeline, GpuDevicesSurviveARunMetadataFile) {
   GpuStep s;
   const RunMetadata back = parse_run_metadata(serialize_run_metadata(s.md));
-  ASSERT_EQ(back.step_stats.dev_stats.size(), s.md.step_stats.dev_stats.size());
-  for (size_t d = 0; d < back.step_stats.dev_stats.size(); ++d) {
-    const DeviceStepStats &a = s.md.step_stats.dev_stats[d], &b = back.step_stats.dev_stats[d];
+  ASSERT_EQ(back.step_stats.dev_stats().size(), s.md.step_stats.dev_stats().size());
+  for (size_t d = 0; d < back.step_stats.dev_stats().size(); ++d) {
+    const DeviceStepStats &a = s.md.step_stats.dev_stats()[d], &b = back.step_stats.dev_stats()[d];
     EXPECT_EQ(a.device, b.device);
     ASSERT_EQ(a.node_stats.size(), b.node_stats.size());
     for (size_t i = 0; i < a.node_stats.size(); ++i) {
@@ -174,7 +174,7 @@ TEST(GpuTimeline, OpTimeMovesOpsToTheirKernels) {
   GpuStep s;
   const int64_t cpu_start = s.cpu_mm->all_start_ns, cpu_end = cpu_start + s.cpu_mm->all_end_rel_ns;
   auto mm_of = [](const StepStats& st) {
-    for (const NodeExecStats& ns : st.dev_stats.at(0).node_stats)
+    for (const NodeExecStats& ns : st.dev_stats().at(0).node_stats)
       if (ns.node_name == "mm") return ns;
     ADD_FAILURE() << "no mm";
     return NodeExecStats{};
@@ -191,9 +191,9 @@ TEST(GpuTimeline, OpTimeMovesOpsToTheirKernels) {
   EXPECT_EQ(mm_of(s.md.step_stats).all_start_ns, cpu_start);  // the step itself is unchanged
   // An op with no kernels keeps its times.
   const StepStats moved = apply_op_time(s.md.step_stats, OpTime::kGpu);
-  for (const NodeExecStats& ns : moved.dev_stats.at(0).node_stats)
+  for (const NodeExecStats& ns : moved.dev_stats().at(0).node_stats)
     if (ns.node_name == "w")
-      for (const NodeExecStats& old : s.md.step_stats.dev_stats.at(0).node_stats)
+      for (const NodeExecStats& old : s.md.step_stats.dev_stats().at(0).node_stats)
         if (old.node_name == "w") {
           EXPECT_EQ(ns.all_start_ns, old.all_start_ns);
         }
@@ -254,7 +254,7 @@ struct ReplayGpuTracer final : DeviceTracer {
     GpuCorrelationMap launches;
     std::vector<GpuActivity> records;
     uint32_t correlation = 0;
-    for (const NodeExecStats& ns : step.dev_stats.at(0).node_stats) {
+    for (const NodeExecStats& ns : step.dev_stats().at(0).node_stats) {
       if (ns.node_name != "mm" && ns.node_name != "act") continue;
       launches.add(++correlation, ns.node_name, ns.op_type, ns.node_id, ns.all_start_ns, ns.thread_id);
       records.push_back({.kind = GpuActivityKind::kKernel,
@@ -278,12 +278,12 @@ TEST(GpuTimeline, ADeviceTracerAddsTheGpuDevicesToATracedStep) {
   session.device_set().add_tracer(std::make_unique<ReplayGpuTracer>(&g));
   const RunMetadata md = testing::traced_run(session, {act});
   std::vector<std::string> devices;
-  for (const auto& d : md.step_stats.dev_stats) devices.emplace_back(d.device);
+  for (const auto& d : md.step_stats.dev_stats()) devices.emplace_back(d.device);
   EXPECT_THAT(devices, ::testing::ElementsAre("/job:localhost/replica:0/task:0/device:CPU:0",
                                               "/device:GPU:0/stream:all", "/device:GPU:0/stream:1"));
-  const NodeExecStats& kernel = md.step_stats.dev_stats[1].node_stats.at(0);
+  const NodeExecStats& kernel = md.step_stats.dev_stats()[1].node_stats.at(0);
   EXPECT_EQ(kernel.node_name, "mm:MatMul");
-  for (const NodeExecStats& ns : md.step_stats.dev_stats[0].node_stats)
+  for (const NodeExecStats& ns : md.step_stats.dev_stats()[0].node_stats)
     if (ns.node_name == "mm") {
       EXPECT_EQ(kernel.all_start_ns, ns.all_start_ns + kUs);
     }
@@ -313,10 +313,10 @@ TEST(GpuTimeline, CriticalPathAcrossCpuAndGpu) {
     ns.thread_id = 1;
     return ns;
   };
-  st.dev_stats.push_back(
+  st.dev_stats().push_back(
       {StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"),
        {op("mm", "MatMul", "mm = MatMul()", 0, 10 * kUs), op("act", "Relu", "act = Relu(mm)", 11 * kUs, 15 * kUs)}});
-  st.dev_stats[0].node_stats[1].scheduled_ns = t0 + 10 * kUs;
+  st.dev_stats()[0].node_stats[1].scheduled_ns = t0 + 10 * kUs;
   GpuCorrelationMap launches;
   launches.add(1, "mm", "MatMul", -1, t0 + 5 * kUs);
   launches.add(2, "mm", "MatMul", -1, t0 + 6 * kUs);

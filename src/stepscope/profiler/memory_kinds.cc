@@ -125,7 +125,7 @@ bool add_transient_peaks(const Graph& graph, const StepStats& step, MemoryByKind
     return (a.data() == b.data() && a.size() == b.size()) || a == b;
   };
   std::vector<uint32_t> open;  // buffers of the current node and allocator not yet freed
-  for (const auto& dev : step.dev_stats) {
+  for (const auto& dev : step.dev_stats()) {
     for (const NodeExecStats& ns : dev.node_stats) {
       for (const AllocatorMemoryUsed& m : ns.memory) {
         if (m.allocation_records.empty()) continue;

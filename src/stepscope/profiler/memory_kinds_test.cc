@@ -139,7 +139,7 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
 
   StepStats step;
   step.base_ns = 1000;
-  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  step.dev_stats().emplace_back().device = StepStats::intern("/cpu:0");
   const auto node = [&](const char* name, int64_t start, std::vector<AllocationRecord> cpu,
                         std::vector<AllocationRecord> gpu, std::vector<std::pair<const char*, int64_t>> outputs) {
     NodeExecStats ns;
@@ -165,7 +165,7 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
       o.tensor_description.allocation_description.requested_bytes = bytes;
     }
     ns.output = step.store_outputs(outs);
-    step.dev_stats.back().node_stats.push_back(ns);
+    step.dev_stats().back().node_stats.push_back(ns);
   };
   node("hidden/MatMul", 1000, {{1000, 64}, {1000, 16}, {1003, -16}}, {{1000, 256}}, {{"cpu", 64}, {"gpu", 256}});
   node("gradients/hidden/MatMul_grad/MatMul", 1010, {{1010, 32}, {1010, -64}, {1010, -999}}, {}, {{"cpu", 32}});
@@ -179,7 +179,7 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
   // The same peak reached twice: the first counts (its time, and the buffer live then).
   step = StepStats();
   step.base_ns = 2000;
-  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  step.dev_stats().emplace_back().device = StepStats::intern("/cpu:0");
   node("hidden/MatMul", 2000, {{2000, 64}, {2003, -64}}, {}, {{"cpu", 64}});
   node("gradients/hidden/MatMul_grad/MatMul", 2010, {{2010, 64}}, {}, {{"cpu", 64}});
   const MemoryByKind twice = memory_by_kind(m.graph, step);
@@ -193,7 +193,7 @@ TEST(MemoryKinds, TheStepsPeakIsTheTimelinesMemoryPeak) {
   // the points are sorted in full, not only nudged.
   step = StepStats();
   step.base_ns = 3000;
-  step.dev_stats.emplace_back().device = StepStats::intern("/cpu:0");
+  step.dev_stats().emplace_back().device = StepStats::intern("/cpu:0");
   for (int i = 0; i < 40; ++i)
     node(i % 2 ? "hidden/MatMul" : "gradients/hidden/MatMul_grad/MatMul", 3001 + i, {{3001 + i, 8}, {3002 + i, -8}}, {},
          {{"cpu", 8}});

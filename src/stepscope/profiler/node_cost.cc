@@ -30,7 +30,7 @@ struct Records {
 Records find_records(const Graph& graph, const StepStats& step) {
   const int n = graph.num_nodes();
   Records r{std::vector<const NodeExecStats*>(n, nullptr), {}};
-  for (const DeviceStepStats& device : step.dev_stats) {
+  for (const DeviceStepStats& device : step.dev_stats()) {
     for (const NodeExecStats& stats : device.node_stats) {
       if (stats.node_id < 0 || stats.node_id >= n) continue;
       if (graph.node(stats.node_id)->name() != stats.node_name) continue;  // a step of another graph

@@ -88,18 +88,18 @@ TEST(NodeCost, ALaterRecordOfANodeOverridesTheShapesItRecords) {
   };
   const std::vector<NodeOutput> first{output(0, Shape{5, 3})}, second{output(0, Shape{7, 3})}, none;
   StepStats step;
-  step.dev_stats.resize(2);
+  step.dev_stats().resize(2);
   NodeExecStats stats;
   stats.node_id = x.node->id();
   stats.node_name = x.node->name();
   stats.output = first;
-  step.dev_stats[0].node_stats.push_back(stats);
+  step.dev_stats()[0].node_stats.push_back(stats);
   stats.output = none;  // records no shape: the one before stays
-  step.dev_stats[0].node_stats.push_back(stats);
+  step.dev_stats()[0].node_stats.push_back(stats);
   const RunShapes once(graph, step);
   EXPECT_EQ(once.outputs(*x.node)[0], (Shape{5, 3}));
   stats.output = second;
-  step.dev_stats[1].node_stats.push_back(stats);
+  step.dev_stats()[1].node_stats.push_back(stats);
   const RunShapes twice(graph, step);
   EXPECT_TRUE(twice.ran(*x.node));
   EXPECT_EQ(twice.outputs(*x.node)[0], (Shape{7, 3}));
@@ -108,7 +108,7 @@ TEST(NodeCost, ALaterRecordOfANodeOverridesTheShapesItRecords) {
   // A record of another graph's node (the name differs) is not this node's.
   stats.node_name = "not_x";
   stats.output = first;
-  step.dev_stats[1].node_stats.push_back(stats);
+  step.dev_stats()[1].node_stats.push_back(stats);
   EXPECT_EQ(RunShapes(graph, step).outputs(*x.node)[0], (Shape{7, 3}));
 }
 

@@ -13,7 +13,7 @@ StepStats apply_op_time(const StepStats& step, OpTime op_time) {
   StepStats out = step;
   if (op_time == OpTime::kSchedule) return out;
   std::unordered_map<std::string_view, std::pair<int64_t, int64_t>> kernels;  // op name -> first start, last end
-  for (const DeviceStepStats& dev : out.dev_stats) {
+  for (const DeviceStepStats& dev : out.dev_stats()) {
     if (dev.device.find("/stream:all") == std::string_view::npos) continue;
     for (const NodeExecStats& k : dev.node_stats) {
       const std::string_view name = gpu_op_of(k.timeline_label, k.node_name).name;
@@ -22,7 +22,7 @@ StepStats apply_op_time(const StepStats& step, OpTime op_time) {
       if (!added) it->second = {std::min(it->second.first, start), std::max(it->second.second, end)};
     }
   }
-  for (DeviceStepStats& dev : out.dev_stats) {
+  for (DeviceStepStats& dev : out.dev_stats()) {
     if (dev.device.find("/job") == std::string_view::npos) continue;
     for (NodeExecStats& op : dev.node_stats) {
       auto it = kernels.find(op.node_name);

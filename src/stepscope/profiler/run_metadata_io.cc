@@ -212,7 +212,7 @@ class Parser {
     fields(bytes, w, [&](pw::Reader& r, uint32_t field, pw::WireType type) {
       if (field != 1) return false;
       const Where dw{&w, "dev_stats", device_index++};
-      DeviceStepStats& dev = st_.dev_stats.emplace_back();
+      DeviceStepStats& dev = st_.dev_stats().emplace_back();
       int64_t node_index = 0;
       fields(get_bytes(r, type, w, "dev_stats"), dw, [&](pw::Reader& dr, uint32_t f, pw::WireType t) {
         if (f == 1) {
@@ -491,7 +491,7 @@ std::string serialize_run_metadata(const RunMetadata& metadata) {
   out.reserve(256 + (st.num_stored_outputs() + st.num_stored_records()) * 48);
   if (!st.empty() || st.base_ns || st.base_wall_ns) {
     w.message(out, 1, 0, [&](std::string& b, size_t depth) {
-      for (const DeviceStepStats& dev : st.dev_stats) {
+      for (const DeviceStepStats& dev : st.dev_stats()) {
         w.message(b, 1, depth, [&](std::string& db, size_t dd) {
           Writer::put_str(db, 1, dev.device);
           for (const NodeExecStats& ns : dev.node_stats)

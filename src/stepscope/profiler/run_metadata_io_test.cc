@@ -32,13 +32,13 @@ void expect_same(const AllocationDescription& a, const AllocationDescription& b,
 void expect_same(const StepStats& a, const StepStats& b) {
   EXPECT_EQ(a.base_ns, b.base_ns);
   EXPECT_EQ(a.base_wall_ns, b.base_wall_ns);
-  ASSERT_EQ(a.dev_stats.size(), b.dev_stats.size());
-  for (size_t d = 0; d < a.dev_stats.size(); ++d) {
-    EXPECT_EQ(a.dev_stats[d].device, b.dev_stats[d].device);
-    ASSERT_EQ(a.dev_stats[d].node_stats.size(), b.dev_stats[d].node_stats.size());
-    for (size_t i = 0; i < a.dev_stats[d].node_stats.size(); ++i) {
-      const NodeExecStats& x = a.dev_stats[d].node_stats[i];
-      const NodeExecStats& y = b.dev_stats[d].node_stats[i];
+  ASSERT_EQ(a.dev_stats().size(), b.dev_stats().size());
+  for (size_t d = 0; d < a.dev_stats().size(); ++d) {
+    EXPECT_EQ(a.dev_stats()[d].device, b.dev_stats()[d].device);
+    ASSERT_EQ(a.dev_stats()[d].node_stats.size(), b.dev_stats()[d].node_stats.size());
+    for (size_t i = 0; i < a.dev_stats()[d].node_stats.size(); ++i) {
+      const NodeExecStats& x = a.dev_stats()[d].node_stats[i];
+      const NodeExecStats& y = b.dev_stats()[d].node_stats[i];
       const std::string where = std::string(x.node_name);
       EXPECT_EQ(x.node_name, y.node_name);
       EXPECT_EQ(x.op_type, y.op_type) << where;
@@ -86,7 +86,7 @@ void expect_same(const StepStats& a, const StepStats& b) {
 
 TEST(RunMetadataIo, RealTracedStepRoundTripsEveryField) {
   const RunMetadata md = testing::traced_training_step();
-  ASSERT_GT(md.step_stats.dev_stats.at(0).node_stats.size(), 10u);
+  ASSERT_GT(md.step_stats.dev_stats().at(0).node_stats.size(), 10u);
   ASSERT_GT(md.step_stats.num_stored_records(), 0u);
   const RunMetadata back = parse_run_metadata(serialize_run_metadata(md));
   expect_same(md.step_stats, back.step_stats);
@@ -131,7 +131,7 @@ TEST(RunMetadataIo, EveryFieldOfAHandBuiltStep) {
   StepStats& st = md.step_stats;
   st.base_ns = 5'000;
   st.base_wall_ns = 1'700'000'000'123'456'789;
-  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
+  st.dev_stats().push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:0"), {}});
   NodeExecStats ns;
   ns.node_name = "n";
   ns.op_type = "Op";
@@ -166,16 +166,16 @@ TEST(RunMetadataIo, EveryFieldOfAHandBuiltStep) {
   const int64_t ids[] = {3, 1'000'000'000'000, 5};
   ns.memory_stats = {.temp_memory_size = 100, .persistent_memory_size = 200, .persistent_tensor_alloc_ids = {}};
   ns.memory_stats.persistent_tensor_alloc_ids = st.store_alloc_ids(ids);
-  st.dev_stats[0].node_stats.push_back(ns);
+  st.dev_stats()[0].node_stats.push_back(ns);
   NodeExecStats plain;  // all defaults: node_id -1 must come back as -1
   plain.node_name = "plain";
-  st.dev_stats[0].node_stats.push_back(plain);
-  md.partition_graphs.push_back({st.dev_stats[0].device, {"n", "plain"}});
+  st.dev_stats()[0].node_stats.push_back(plain);
+  md.partition_graphs.push_back({st.dev_stats()[0].device, {"n", "plain"}});
   md.partition_graphs.push_back({"/job:localhost/replica:0/task:0/device:CPU:1", {}});
 
   const RunMetadata back = parse_run_metadata(serialize_run_metadata(md));
   expect_same(st, back.step_stats);
-  EXPECT_EQ(back.step_stats.dev_stats[0].node_stats[1].node_id, -1);
+  EXPECT_EQ(back.step_stats.dev_stats()[0].node_stats[1].node_id, -1);
   ASSERT_EQ(back.partition_graphs.size(), 2u);
   EXPECT_EQ(back.partition_graphs[1].device, "/job:localhost/replica:0/task:0/device:CPU:1");
   EXPECT_EQ(back.partition_graphs[0].node_names, (std::vector<std::string_view>{"n", "plain"}));
@@ -186,12 +186,12 @@ TEST(RunMetadataIo, TensorFlowFieldsAreWallClockMicrosAndNanos) {
   RunMetadata md;
   md.step_stats.base_ns = 1'000;
   md.step_stats.base_wall_ns = 1'700'000'000'000'000'000;
-  md.step_stats.dev_stats.push_back({"/cpu:0", {}});
+  md.step_stats.dev_stats().push_back({"/cpu:0", {}});
   NodeExecStats ns;
   ns.node_name = "a";
   ns.all_start_ns = 3'500;  // 2.5 µs after the base
   ns.all_end_rel_ns = 2'000;
-  md.step_stats.dev_stats[0].node_stats.push_back(ns);
+  md.step_stats.dev_stats()[0].node_stats.push_back(ns);
   const std::string bytes = serialize_run_metadata(md);
   // RunMetadata.step_stats(1).dev_stats(1).node_stats(2): fields 2 and 13.
   auto sub = [](std::string_view msg, uint32_t want) {
@@ -237,7 +237,7 @@ TEST(RunMetadataIo, ReadsTensorFlowsOwnFiles) {
   pw::put_bytes_field(md, 1, steps);
   pw::put_bytes_field(md, 2, "cost graph");  // not read
   const RunMetadata back = parse_run_metadata(md);
-  const NodeExecStats& ns = back.step_stats.dev_stats.at(0).node_stats.at(0);
+  const NodeExecStats& ns = back.step_stats.dev_stats().at(0).node_stats.at(0);
   EXPECT_EQ(ns.all_start_ns, 1'600'000'000'000'123'000);
   EXPECT_EQ(ns.all_end_rel_ns, 17'000);
   EXPECT_EQ(ns.op_type, "MatMul");
@@ -348,10 +348,10 @@ TEST(RunMetadataIo, TimesWhoseEndOverflowsAreCorrupt) {
             std::string::npos);
   const int64_t now = 1'764'633'600'000'000'000;  // 2025-12-02, wall-clock ns
   const RunMetadata ok = parse_node(now, 16, 1'000'000);
-  ASSERT_EQ(ok.step_stats.dev_stats.at(0).node_stats.size(), 1u);
-  EXPECT_EQ(
-      ok.step_stats.dev_stats[0].node_stats[0].all_start_ns + ok.step_stats.dev_stats[0].node_stats[0].all_end_rel_ns,
-      now + 1'000'000);
+  ASSERT_EQ(ok.step_stats.dev_stats().at(0).node_stats.size(), 1u);
+  EXPECT_EQ(ok.step_stats.dev_stats()[0].node_stats[0].all_start_ns +
+                ok.step_stats.dev_stats()[0].node_stats[0].all_end_rel_ns,
+            now + 1'000'000);
 }
 
 // Issue 12 (6): crafted times overflowed int64 when converted (µs x 1000, wall-clock to

@@ -55,7 +55,7 @@ void Timeline::Impl::build(std::span<const StepStats* const> window_steps, std::
   size_t num_nodes = 0;
   for (const StepStats* st : window_steps) {
     int64_t origin = st->base_ns != 0 ? st->base_ns : kNever;
-    for (const auto& dev : st->dev_stats) {
+    for (const auto& dev : st->dev_stats()) {
       num_nodes += dev.node_stats.size();
       for (const auto& ns : dev.node_stats) origin = std::min(origin, ns.all_start_ns);
     }
@@ -101,10 +101,10 @@ void Timeline::Impl::analyze_step(size_t k, std::vector<std::vector<int64_t>>& l
   const StepStats& st = *step.stats;
   step.node_begin = nodes.size();
   size_t num_step_nodes = 0;
-  for (const auto& dev : st.dev_stats) num_step_nodes += dev.node_stats.size();
+  for (const auto& dev : st.dev_stats()) num_step_nodes += dev.node_stats.size();
 
   int64_t step_end = st.base_ns + step.shift;
-  for (const auto& dev : st.dev_stats) {
+  for (const auto& dev : st.dev_stats()) {
     auto it = std::find(devices.begin(), devices.end(), dev.device);
     const int32_t device = static_cast<int32_t>(it - devices.begin());
     if (it == devices.end()) {

@@ -24,8 +24,8 @@ const std::vector<TfNode> kNodes = {{"x", "VariableV2", {}, 100, 10, 400},
 
 TEST(TimelineMemory, TensorFlowsRunMetadataGetsCountersFromItsOutputs) {
   const RunMetadata md = parse_run_metadata(tf_run_metadata(kNodes));
-  ASSERT_EQ(md.step_stats.dev_stats.size(), 1u);
-  for (const auto& ns : md.step_stats.dev_stats[0].node_stats) {
+  ASSERT_EQ(md.step_stats.dev_stats().size(), 1u);
+  for (const auto& ns : md.step_stats.dev_stats()[0].node_stats) {
     ASSERT_EQ(ns.memory.size(), 1u);
     EXPECT_TRUE(ns.memory[0].allocation_records.empty());  // as TensorFlow writes it
   }
@@ -61,7 +61,7 @@ TEST(TimelineMemory, TensorFlowsRunMetadataGetsCountersFromItsOutputs) {
   const AllocationMaximum& m = analysis.allocator_maximums.at("cpu");
   EXPECT_EQ(m.num_bytes, 1600);
   EXPECT_EQ(m.tensors, (std::vector<std::string>{"y", "z"}));
-  EXPECT_EQ(m.timestamp_ns - md.step_stats.dev_stats[0].node_stats[0].all_start_ns, 100'000);
+  EXPECT_EQ(m.timestamp_ns - md.step_stats.dev_stats()[0].node_stats[0].all_start_ns, 100'000);
 }
 
 // At equal times frees come first (TensorFlow's tuple sort), so back-to-back tensors of one size
@@ -88,7 +88,7 @@ TEST(TimelineMemory, RecordsWinOverOutputs) {
     return totals;
   };
   StepStats without_outputs = md.step_stats;
-  for (auto& dev : without_outputs.dev_stats)
+  for (auto& dev : without_outputs.dev_stats())
     for (auto& ns : dev.node_stats) ns.output = {};
   const std::vector<int64_t> from_records = cpu_counters(md.step_stats);
   EXPECT_GT(from_records.size(), 4u);

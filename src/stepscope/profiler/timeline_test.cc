@@ -30,7 +30,7 @@ constexpr FlagCase kFlagCases[] = {{true, false}, {false, false}, {true, true}, 
 
 std::vector<std::string> devices_of(const StepStats& st) {
   std::vector<std::string> out;
-  for (const auto& d : st.dev_stats) out.emplace_back(d.device);
+  for (const auto& d : st.dev_stats()) out.emplace_back(d.device);
   return out;
 }
 
@@ -80,12 +80,12 @@ TEST(Timeline, TimelineCpu) {
 TEST(Timeline, TimelineWithRPCs) {
   // A RecvTensor as a distributed run records it: the label is not "name = Op(inputs)".
   StepStats st;
-  st.dev_stats.push_back({StepStats::intern("/job:worker/replica:0/task:0/cpu:0"), {}});
-  st.dev_stats[0].node_stats.push_back(node_stats(
+  st.dev_stats().push_back({StepStats::intern("/job:worker/replica:0/task:0/cpu:0"), {}});
+  st.dev_stats()[0].node_stats.push_back(node_stats(
       "RecvTensor",
       "[1024B] edge_160_conv2/biases/read from /job:ps/replica:0/task:0/cpu:0 to /job:worker/replica:0/task:0/cpu:0",
       1'000'000, 2'000));
-  st.dev_stats[0].node_stats[0].thread_id = 1;
+  st.dev_stats()[0].node_stats[0].thread_id = 1;
   Timeline tl(st);
   json j = validated(tl.generate_chrome_trace_format());
   auto xs = events(j, "X");
@@ -168,8 +168,8 @@ StepStats hand_built_step() {
   StepStats st;
   st.base_ns = 1'000'000;
   st.base_wall_ns = 1'700'000'000'000'000'000;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
-  auto& n = st.dev_stats[0].node_stats;
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
+  auto& n = st.dev_stats()[0].node_stats;
   n.push_back(node_stats("x", "x = Placeholder()", 1'000'100, 400));  // [100, 500)
   n.push_back(node_stats("a", "a = Add(x, x)", 1'000'600, 1'000));    // [600, 1600)
   n.push_back(node_stats("b", "b = Mul(x, x)", 1'000'700, 500));      // [700, 1200): overlaps a
@@ -261,8 +261,8 @@ TEST(Timeline, ComputeProcessesSortBeforeTensors) {
   StepStats st;
   for (const char* device :
        {"/job:localhost/replica:0/task:0/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:1"}) {
-    st.dev_stats.push_back({StepStats::intern(device), {}});
-    st.dev_stats.back().node_stats.push_back(
+    st.dev_stats().push_back({StepStats::intern(device), {}});
+    st.dev_stats().back().node_stats.push_back(
         node_stats(std::string("n") + std::string(device).back(), "n = Op()", 100, 10));
   }
   const json j = validated(Timeline(st).generate_chrome_trace_format(true, true));
@@ -285,20 +285,20 @@ TEST(Timeline, DoesNotModifyTheStepStats) {
   Timeline tl(st);
   tl.generate_chrome_trace_format(true, true);
   uint32_t tid = 7;
-  for (const auto& ns : st.dev_stats[0].node_stats) EXPECT_EQ(ns.thread_id, tid++);
+  for (const auto& ns : st.dev_stats()[0].node_stats) EXPECT_EQ(ns.thread_id, tid++);
 }
 
 TEST(Timeline, LanesNeverOverlapAtNanosecondPrecision) {
   // 200 nodes of random-ish overlapping extents, some sharing start or end to the ns.
   StepStats st;
   st.base_ns = 1;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
   uint64_t r = 12345;
   for (int i = 0; i < 200; ++i) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     const int64_t start = 1 + static_cast<int64_t>((r >> 33) % 5000);
     const int64_t dur = static_cast<int64_t>((r >> 20) % 300);
-    st.dev_stats[0].node_stats.push_back(
+    st.dev_stats()[0].node_stats.push_back(
         node_stats("n" + std::to_string(i), "n" + std::to_string(i) + " = Op()", start, dur));
   }
   Timeline tl(st);
@@ -344,14 +344,14 @@ TEST(Timeline, UnknownInputsAreSkippedAndPartitionSuffixesStripped) {
   // r runs on another device, so each input it finds is a flow.
   StepStats st;
   st.base_ns = 1;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
-  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:1"), {}});
-  st.dev_stats[0].node_stats.push_back(node_stats("p", "p = Const()", 10, 100));
-  st.dev_stats[0].node_stats.push_back(node_stats("q", "q = Const()", 20, 100));
-  st.dev_stats[1].node_stats.push_back(node_stats("r", "r = Add(p/_3, gone, q:0)", 200, 100));
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
+  st.dev_stats().push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:1"), {}});
+  st.dev_stats()[0].node_stats.push_back(node_stats("p", "p = Const()", 10, 100));
+  st.dev_stats()[0].node_stats.push_back(node_stats("q", "q = Const()", 20, 100));
+  st.dev_stats()[1].node_stats.push_back(node_stats("r", "r = Add(p/_3, gone, q:0)", 200, 100));
   NodeOutput out;
   out.tensor_description.allocation_description.requested_bytes = 4;
-  for (auto& dev : st.dev_stats)
+  for (auto& dev : st.dev_stats())
     for (auto& ns : dev.node_stats) ns.output = st.store_outputs(std::span(&out, 1));
   Timeline tl(st);
   json j = validated(tl.generate_chrome_trace_format());
@@ -365,13 +365,13 @@ TEST(Timeline, NoFlowBackInTime) {
   // arrow back in time is left out; the later consumer gets its arrow.
   StepStats st;
   st.base_ns = 1;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
-  st.dev_stats.push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:1"), {}});
-  st.dev_stats[0].node_stats.push_back(node_stats("p", "p = Const()", 100, 1000));
-  st.dev_stats[1].node_stats.push_back(node_stats("early", "early = Neg(p)", 500, 100));
-  st.dev_stats[1].node_stats.push_back(node_stats("late", "late = Neg(p)", 1200, 100));
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
+  st.dev_stats().push_back({StepStats::intern("/job:localhost/replica:0/task:0/device:CPU:1"), {}});
+  st.dev_stats()[0].node_stats.push_back(node_stats("p", "p = Const()", 100, 1000));
+  st.dev_stats()[1].node_stats.push_back(node_stats("early", "early = Neg(p)", 500, 100));
+  st.dev_stats()[1].node_stats.push_back(node_stats("late", "late = Neg(p)", 1200, 100));
   NodeOutput out;
-  st.dev_stats[0].node_stats[0].output = st.store_outputs(std::span(&out, 1));
+  st.dev_stats()[0].node_stats[0].output = st.store_outputs(std::span(&out, 1));
   json j = validated(Timeline(st).generate_chrome_trace_format());
   auto fs = events(j, "f");
   ASSERT_EQ(fs.size(), 1u);
@@ -383,7 +383,7 @@ TEST(Timeline, RealTrainingStepValidatesWithEveryFlag) {
   Timeline tl(md.step_stats);
   for (const auto& f : kFlagCases) {
     json j = validated(tl.generate_chrome_trace_format(f.show_dataflow, f.show_memory));
-    EXPECT_EQ(events(j, "X").size(), md.step_stats.dev_stats[0].node_stats.size());
+    EXPECT_EQ(events(j, "X").size(), md.step_stats.dev_stats()[0].node_stats.size());
     EXPECT_EQ(events(j, "C").empty(), !f.show_memory);
   }
   std::string pretty;
@@ -407,7 +407,7 @@ TEST(Timeline, FourThousandTinyOpsOnTwoDevices) {
   }
   Session sess(g, {.inter_op_threads = 2});
   const RunMetadata md = traced_run(sess, {chain[0], chain[1]}, {{x, Tensor(DType::kFloat32, Shape{16})}});
-  ASSERT_EQ(md.step_stats.dev_stats.size(), 2u);
+  ASSERT_EQ(md.step_stats.dev_stats().size(), 2u);
   const json j = validated(Timeline(md.step_stats, &g).generate_chrome_trace_format(true, true));
   EXPECT_EQ(events(j, "X").size(), 4001u);  // the fed x too
   EXPECT_GT(events(j, "s").size(), 2000u);
@@ -437,7 +437,7 @@ TEST(Timeline, FourThousandTinyOpsOnTwoDevices) {
 TEST(Timeline, ManyConcurrentNodesValidate) {
   StepStats st;
   st.base_ns = 1'000'000;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
   const int n = 2000;
   auto start = [](int i) { return 1'000'000 + int64_t{i / 4} * 1'600 + (i % 4) * 37; };
   for (int i = 0; i < n; ++i) {
@@ -445,11 +445,11 @@ TEST(Timeline, ManyConcurrentNodesValidate) {
     std::string label = name + " = Op(";
     if (i >= 4) label += "op" + std::to_string(i - 4);
     if (i >= 9) label += ", op" + std::to_string(i - 9);
-    st.dev_stats[0].node_stats.push_back(node_stats(name, label + ")", start(i), 1'500));
+    st.dev_stats()[0].node_stats.push_back(node_stats(name, label + ")", start(i), 1'500));
     NodeOutput out;
     out.tensor_description.allocation_description = {
         .requested_bytes = 1024, .allocator_name = "cpu", .allocation_id = i + 1};
-    auto& ns = st.dev_stats[0].node_stats.back();
+    auto& ns = st.dev_stats()[0].node_stats.back();
     ns.output = st.store_outputs(std::span(&out, 1));
     std::vector<AllocationRecord> recs{{start(i), 1024}};
     if (i + 9 < n) recs.push_back({start(i + 9) + 1'500, -1024});
@@ -476,8 +476,8 @@ TEST(Timeline, OddNamesAreEscaped) {
   const std::string odd = std::string("we\"ird\\name\n\t\x01 \xce\xbb ") + "\xff" + "end";
   StepStats st;
   st.base_ns = 1;
-  st.dev_stats.push_back({StepStats::intern(kCpu0 + std::string("\"x")), {}});
-  st.dev_stats[0].node_stats.push_back(node_stats(odd, odd + " = Op\"(in\\put)", 10, 100));
+  st.dev_stats().push_back({StepStats::intern(kCpu0 + std::string("\"x")), {}});
+  st.dev_stats()[0].node_stats.push_back(node_stats(odd, odd + " = Op\"(in\\put)", 10, 100));
   Timeline tl(st);
   for (const auto& f : kFlagCases) {
     const std::string text = tl.generate_chrome_trace_format(f.show_dataflow, f.show_memory);
@@ -534,7 +534,7 @@ TEST(Timeline, TensorLifetimesAndCountersComeFromTheAllocatorsRecords) {
   // The records, in trace time, per node.
   std::map<std::string, std::vector<AllocationRecord>> records;
   std::vector<AllocationRecord> all;
-  for (const auto& ns : st.dev_stats.at(0).node_stats)
+  for (const auto& ns : st.dev_stats().at(0).node_stats)
     for (const auto& m : ns.memory)
       for (const auto& r : m.allocation_records) {
         ASSERT_EQ(m.allocator_name, "cpu");
@@ -596,8 +596,8 @@ TEST(Timeline, MaximumIsFirstReachedAndListsLiveTensors) {
   // at 600; the first wins, with p and q live.
   StepStats st;
   st.base_ns = 1;
-  st.dev_stats.push_back({StepStats::intern(kCpu0), {}});
-  auto& n = st.dev_stats[0].node_stats;
+  st.dev_stats().push_back({StepStats::intern(kCpu0), {}});
+  auto& n = st.dev_stats()[0].node_stats;
   auto add_node = [&](std::string name, int64_t start, std::vector<AllocationRecord> recs) {
     n.push_back(node_stats(name, name + " = Op()", start, 10));
     NodeOutput out;
@@ -648,7 +648,7 @@ TEST(Timeline, TwoStepWindowSharesTracksAndMarksSteps) {
     EXPECT_EQ(steps[1]["name"], "step 42");
     EXPECT_EQ(ns_of(steps[0]["ts"]), 0);
     EXPECT_LE(ns_of(steps[0]["ts"]) + ns_of(steps[0]["dur"]), ns_of(steps[1]["ts"]));
-    ASSERT_EQ(ops.size(), 2 * m1.step_stats.dev_stats[0].node_stats.size());
+    ASSERT_EQ(ops.size(), 2 * m1.step_stats.dev_stats()[0].node_stats.size());
     for (const auto& op : ops) {
       EXPECT_EQ(op["pid"], 1);  // the same device track for both steps
       const json& st = op["args"]["step"] == 41 ? steps[0] : steps[1];
@@ -703,7 +703,7 @@ TEST(Timeline, WithTheGraphOpsAndInputsComeFromTheGraphNotTheLabels) {
   EXPECT_EQ(from_labels["args"]["input1"], "w");
   for (std::string_view label : {"", "mm = Bogus(nothing, ^x)"}) {
     StepStats st = md.step_stats;
-    for (auto& dev : st.dev_stats)
+    for (auto& dev : st.dev_stats())
       for (auto& ns : dev.node_stats) ns.timeline_label = StepStats::intern(label);
     json with = args_of_mm(validated(Timeline(st, &g).generate_chrome_trace_format()));
     EXPECT_EQ(with["name"], "MatMul") << label;

@@ -124,7 +124,7 @@ struct CountingTracer final : DeviceTracer {
     NodeExecStats ns;
     ns.node_name = StepStats::intern("a:TestAddOne");
     ns.all_start_ns = step.base_ns;
-    step.dev_stats.push_back({StepStats::intern("/device:GPU:0/stream:all"), {ns}});
+    step.dev_stats().push_back({StepStats::intern("/device:GPU:0/stream:all"), {ns}});
   }
 };
 
@@ -142,10 +142,10 @@ TEST(Device, TracersRunBesideHardwareAndFullTraces) {
     RunMetadata md;
     sess.run({}, {a}, {}, options, &md);
     const bool traced = level >= TraceLevel::kHardwareTrace;
-    ASSERT_EQ(md.step_stats.dev_stats.size(), traced ? 2u : level == TraceLevel::kNoTrace ? 0u : 1u);
+    ASSERT_EQ(md.step_stats.dev_stats().size(), traced ? 2u : level == TraceLevel::kNoTrace ? 0u : 1u);
     if (traced) {
-      EXPECT_EQ(md.step_stats.dev_stats[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
-      EXPECT_EQ(md.step_stats.dev_stats[1].device, "/device:GPU:0/stream:all");
+      EXPECT_EQ(md.step_stats.dev_stats()[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
+      EXPECT_EQ(md.step_stats.dev_stats()[1].device, "/device:GPU:0/stream:all");
     }
   }
   sess.run(a);  // no RunMetadata: nothing traced

@@ -403,11 +403,12 @@ bool core_left_idle(size_t items, int cores_used) {
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
-// finish): an output description a slot; a node entry a node and fed node, on its device; a
-// memory entry and two allocation records a node.
+// finish): an output description a slot, a recorded node and two allocation records a node;
+// and what the first read of its node entries writes: a node entry a node and fed node, on its
+// device, and a memory entry a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   const size_t n = plan.items.size();
-  StepStats::ArraySizes sizes{static_cast<size_t>(plan.num_slots), n, 2 * n, {}};
+  StepStats::ArraySizes sizes{static_cast<size_t>(plan.num_slots), n, 2 * n, {}, n};
   sizes.node_stats.assign(plan.devices.size(), 0);
   for (const auto& item : plan.items) sizes.node_stats[static_cast<size_t>(item.device)]++;
   for (const auto& fed : plan.fed_nodes) sizes.node_stats[static_cast<size_t>(fed.device)]++;

@@ -340,7 +340,7 @@ TEST(Executor, PlacedOnSeveralCpuDevices) {
   RunMetadata md;
   EXPECT_EQ(sess.run({}, {c}, {}, opts, &md)[0].scalar_value<float>(), 5.0f);
   std::vector<std::string> devices;
-  for (auto& d : md.step_stats.dev_stats) devices.emplace_back(d.device);
+  for (auto& d : md.step_stats.dev_stats()) devices.emplace_back(d.device);
   EXPECT_NE(std::find(devices.begin(), devices.end(), "/job:localhost/replica:0/task:0/device:CPU:2"), devices.end());
   EXPECT_THROW(s.with_device("/gpu:0"), InvalidArgumentError);
 }

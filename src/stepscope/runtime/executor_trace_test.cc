@@ -33,8 +33,8 @@ TEST(Executor, FullTraceRecordsEveryNodeWithOutputsAndMemory) {
   opts.output_partition_graphs = true;
   RunMetadata md;
   auto out = sess.run({{x, Tensor(DType::kFloat32, Shape{8})}}, {c}, {}, opts, &md);
-  ASSERT_EQ(md.step_stats.dev_stats.size(), 1u);
-  const auto& dev = md.step_stats.dev_stats[0];
+  ASSERT_EQ(md.step_stats.dev_stats().size(), 1u);
+  const auto& dev = md.step_stats.dev_stats()[0];
   EXPECT_EQ(dev.device, "/job:localhost/replica:0/task:0/device:CPU:0");
   ASSERT_EQ(dev.node_stats.size(), 4u);
   EXPECT_EQ(dev.node_stats[0].node_name, "x");  // fed
@@ -78,7 +78,7 @@ TEST(Executor, FullTraceTimestampsFollowTheDataflow) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
-  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+  const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
   ASSERT_EQ(nodes.size(), 20u);
   EXPECT_EQ(nodes[0].scheduled_ns, md.step_stats.base_ns);
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -125,7 +125,7 @@ TEST(Executor, FullTraceMemoryFigures) {
   Tensor feed(DType::kFloat32, Shape{8});
   const int64_t in_use_before = cpu_allocator()->bytes_in_use();
   sess.run({{x, feed}}, {a}, {}, opts, &md);
-  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+  const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
   ASSERT_EQ(nodes.size(), 2u);
   const NodeExecStats& tn = nodes[0];
   ASSERT_EQ(tn.node_name, "t");
@@ -195,7 +195,7 @@ TEST(Executor, FullTraceMemoryPerAllocator) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   sess.run({{x, Tensor(DType::kFloat32, Shape{3})}}, {t}, {}, opts, &md);
-  const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+  const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
   ASSERT_EQ(nodes.size(), 1u);
   const auto& ns = nodes[0];
   ASSERT_EQ(ns.memory.size(), 2u);
@@ -232,12 +232,12 @@ TEST(Executor, StepStatsCopiesAndMovesKeepTheirViewsValid) {
     sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {b}, {}, opts, &md);
   }
   StepStats copy = md.step_stats;
-  ASSERT_EQ(copy.dev_stats[0].node_stats.size(), 3u);
+  ASSERT_EQ(copy.dev_stats()[0].node_stats.size(), 3u);
   // The fed x's output too.
-  EXPECT_NE(copy.dev_stats[0].node_stats[0].output.data(), md.step_stats.dev_stats[0].node_stats[0].output.data());
-  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
-  const auto orig_nodes = ran_nodes(md.step_stats.dev_stats[0]);
-  const auto copy_nodes = ran_nodes(copy.dev_stats[0]);
+  EXPECT_NE(copy.dev_stats()[0].node_stats[0].output.data(), md.step_stats.dev_stats()[0].node_stats[0].output.data());
+  EXPECT_EQ(copy.dev_stats()[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
+  const auto orig_nodes = ran_nodes(md.step_stats.dev_stats()[0]);
+  const auto copy_nodes = ran_nodes(copy.dev_stats()[0]);
   ASSERT_EQ(copy_nodes.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_NE(copy_nodes[i].output.data(), orig_nodes[i].output.data());
@@ -249,25 +249,91 @@ TEST(Executor, StepStatsCopiesAndMovesKeepTheirViewsValid) {
   }
   EXPECT_EQ(copy_nodes[0].node_name, "a");
   EXPECT_EQ(copy_nodes[1].timeline_label, "b = TestAddOne(a)");
-  EXPECT_EQ(copy.dev_stats[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(copy.dev_stats()[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
   EXPECT_EQ(md.partition_graphs.at(0).node_names.at(1), "b");
 
   // The copy stands alone: destroying the original leaves it intact (ASan checks this).
   const void* copy_outputs = copy_nodes[0].output.data();
   md.clear();
-  EXPECT_EQ(copy.dev_stats[0].node_stats[1].output.data(), copy_outputs);
-  EXPECT_EQ(copy.dev_stats[0].node_stats[1].output[0].slot, 0);
+  EXPECT_EQ(copy.dev_stats()[0].node_stats[1].output.data(), copy_outputs);
+  EXPECT_EQ(copy.dev_stats()[0].node_stats[1].output[0].slot, 0);
 
   StepStats assigned;
   assigned = copy;
-  EXPECT_EQ(assigned.dev_stats[0].node_stats[2].memory[0].allocation_records[0].alloc_bytes, 8);
-  EXPECT_NE(assigned.dev_stats[0].node_stats[2].memory.data(), copy.dev_stats[0].node_stats[2].memory.data());
-  EXPECT_EQ(assigned.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
+  EXPECT_EQ(assigned.dev_stats()[0].node_stats[2].memory[0].allocation_records[0].alloc_bytes, 8);
+  EXPECT_NE(assigned.dev_stats()[0].node_stats[2].memory.data(), copy.dev_stats()[0].node_stats[2].memory.data());
+  EXPECT_EQ(assigned.dev_stats()[0].node_stats[0].output[0].tensor_description.shape, (Shape{2}));
 
-  const void* memory = copy.dev_stats[0].node_stats[2].memory.data();
+  const void* memory = copy.dev_stats()[0].node_stats[2].memory.data();
   StepStats moved = std::move(copy);
-  EXPECT_EQ(moved.dev_stats[0].node_stats[2].memory.data(), memory);
-  EXPECT_EQ(moved.dev_stats[0].node_stats[2].memory[0].live_bytes, 8);
+  EXPECT_EQ(moved.dev_stats()[0].node_stats[2].memory.data(), memory);
+  EXPECT_EQ(moved.dev_stats()[0].node_stats[2].memory[0].live_bytes, 8);
+}
+
+// A traced step's node entries are made on the first read of dev_stats(), after the session
+// and graph are gone, by whichever of several readers comes first; a copy or move of a step not
+// yet read, and a step traced over one never read, hold what they should.
+TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
+  RunMetadata md, copied_md, twice;
+  {
+    Graph g;
+    Scope s(g);
+    auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+    Output y = add_one_chain(s, x, 50);
+    Session sess(g);
+    RunOptions opts;
+    opts.trace_level = TraceLevel::kFullTrace;
+    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &md);
+    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &copied_md);
+    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &twice);
+    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &twice);  // over one never read
+  }
+  StepStats moved = std::move(md.step_stats);
+  EXPECT_FALSE(moved.empty());
+  const StepStats& read = moved;
+  std::atomic<int> ready{0};
+  const std::vector<DeviceStepStats>* seen[2] = {};
+  auto reader = [&](int i) {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+    seen[i] = &read.dev_stats();
+  };
+  std::thread other(reader, 1);
+  reader(0);
+  other.join();
+  EXPECT_EQ(seen[0], seen[1]);
+  auto check = [](const StepStats& st) {
+    ASSERT_EQ(st.dev_stats().size(), 1u);
+    const auto& nodes = st.dev_stats()[0].node_stats;
+    ASSERT_EQ(nodes.size(), 51u);
+    EXPECT_EQ(nodes[0].node_name, "x");  // fed: first
+    int64_t last_start = 0;
+    for (size_t i = 1; i < nodes.size(); ++i) {
+      const NodeExecStats& ns = nodes[i];
+      EXPECT_EQ(ns.op_type, "TestAddOne");
+      EXPECT_GE(ns.all_start_ns, st.base_ns);
+      EXPECT_GE(ns.all_start_ns, last_start);  // start order
+      last_start = ns.all_start_ns;
+      ASSERT_EQ(ns.output.size(), 1u);
+      EXPECT_EQ(ns.output[0].tensor_description.shape, (Shape{2}));
+      ASSERT_EQ(ns.memory.size(), 1u);
+      EXPECT_EQ(ns.memory[0].allocator_name, "cpu");
+      EXPECT_EQ(ns.memory[0].allocation_records.front().alloc_bytes, 8);
+    }
+    EXPECT_EQ(nodes.back().timeline_label.rfind(nodes.back().node_name, 0), 0u);
+    EXPECT_NE(nodes.back().timeline_label.find(" = TestAddOne("), std::string_view::npos);
+  };
+  check(read);
+
+  StepStats copy = copied_md.step_stats;  // of a step not yet read: made, then copied
+  check(copy);
+  check(copied_md.step_stats);
+  EXPECT_NE(copy.dev_stats()[0].node_stats[1].output.data(),
+            copied_md.step_stats.dev_stats()[0].node_stats[1].output.data());
+
+  check(twice.step_stats);
+  EXPECT_EQ(twice.step_stats.dev_stats()[0].node_stats[0].all_start_ns, twice.step_stats.base_ns);
 }
 
 // A RunMetadata per step (as hooks do): the arrays of the one that went away are reused by the
@@ -284,7 +350,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
   for (int step = 0; step < 4; ++step) {
     auto md = std::make_unique<RunMetadata>();
     sess.run({{x, Tensor(DType::kFloat32, Shape{3})}}, {y}, {}, opts, md.get());
-    const auto nodes = ran_nodes(md->step_stats.dev_stats.at(0));
+    const auto nodes = ran_nodes(md->step_stats.dev_stats().at(0));
     ASSERT_EQ(nodes.size(), 800u);
     for (const auto& ns : nodes) {
       ASSERT_EQ(ns.output.size(), 1u);
@@ -296,7 +362,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
     if (step == 0) first = md->step_stats;
     if (step == 2) md->clear();  // by move-assignment: gives the arrays away too
   }
-  const auto kept = ran_nodes(first.dev_stats.at(0));
+  const auto kept = ran_nodes(first.dev_stats().at(0));
   ASSERT_EQ(kept.size(), 800u);
   EXPECT_EQ(kept[10].output[0].tensor_description.shape, (Shape{3}));
   EXPECT_EQ(kept[10].memory[0].allocation_records.size(), 2u);
@@ -306,7 +372,7 @@ TEST(Executor, FreshRunMetadataPerStepReusesArraysSafely) {
 // Building a StepStats by hand: views into its arrays stay valid as they grow.
 TEST(Executor, StepStatsBuiltByHand) {
   StepStats stats;
-  auto& dev = stats.dev_stats.emplace_back();
+  auto& dev = stats.dev_stats().emplace_back();
   dev.device = StepStats::intern(std::string("/device:CPU:0"));
   std::vector<AllocationRecord> records{{1000, 16}, {2000, -16}};
   for (int i = 0; i < 100; ++i) {
@@ -336,9 +402,9 @@ TEST(Executor, StepStatsBuiltByHand) {
     EXPECT_EQ(ns.referenced_tensor[0].allocation_id, i);
   }
   StepStats copy(stats);
-  EXPECT_EQ(copy.dev_stats[0].node_stats[99].memory_stats.persistent_tensor_alloc_ids[0], 99);
-  EXPECT_NE(copy.dev_stats[0].node_stats[99].referenced_tensor.data(),
-            stats.dev_stats[0].node_stats[99].referenced_tensor.data());
+  EXPECT_EQ(copy.dev_stats()[0].node_stats[99].memory_stats.persistent_tensor_alloc_ids[0], 99);
+  EXPECT_NE(copy.dev_stats()[0].node_stats[99].referenced_tensor.data(),
+            stats.dev_stats()[0].node_stats[99].referenced_tensor.data());
 }
 
 // Tracing with several threads: every node is recorded once, frees made on other threads are
@@ -355,8 +421,8 @@ TEST(Executor, FullTraceOnSeveralThreads) {
   for (int rep = 0; rep < 20; ++rep) {
     RunMetadata md;
     sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
-    EXPECT_EQ(md.step_stats.dev_stats.at(0).node_stats.at(0).all_start_ns, md.step_stats.base_ns);  // fed x
-    const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+    EXPECT_EQ(md.step_stats.dev_stats().at(0).node_stats.at(0).all_start_ns, md.step_stats.base_ns);  // fed x
+    const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
     ASSERT_EQ(nodes.size(), 30u);
     std::set<std::string_view> names;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -393,7 +459,7 @@ TEST(Executor, ConcurrentTracedRuns) {
         RunMetadata md;
         sess.run({{x, Tensor(DType::kFloat32, Shape{4})}}, {y}, {}, opts, &md);
         if (t % 2 != 0) continue;
-        const auto& all = md.step_stats.dev_stats.at(0).node_stats;
+        const auto& all = md.step_stats.dev_stats().at(0).node_stats;
         if (all.size() != 25u || all[0].node_name != "x") {
           wrong++;
           continue;
@@ -428,7 +494,7 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   sess.run(feeds, {y}, {}, opts, &md[0]);
   other.join();
   for (const RunMetadata& m : md) {
-    const auto nodes = ran_nodes(m.step_stats.dev_stats.at(0));
+    const auto nodes = ran_nodes(m.step_stats.dev_stats().at(0));
     ASSERT_EQ(nodes.size(), 10000u);
     EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
     EXPECT_EQ(nodes[9999].timeline_label,
@@ -453,7 +519,7 @@ TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
   auto check = [](const RunMetadata& md) {
-    const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+    const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
     ASSERT_EQ(nodes.size(), 10000u);
     for (const auto& ns : nodes) {
       ASSERT_EQ(ns.output.size(), 1u);
@@ -471,8 +537,8 @@ TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
       SCOPED_TRACE("kept step " + std::to_string(i));
       check(kept[i]);
       if (i > 0) {
-        EXPECT_NE(kept[i].step_stats.dev_stats[0].node_stats.data(),
-                  kept[i - 1].step_stats.dev_stats[0].node_stats.data());
+        EXPECT_NE(kept[i].step_stats.dev_stats()[0].node_stats.data(),
+                  kept[i - 1].step_stats.dev_stats()[0].node_stats.data());
       }
     }
   }
@@ -534,7 +600,7 @@ TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {
     std::vector<RunMetadata> steps(2);
     for (RunMetadata& md : steps) sess.run(feeds, {y}, {}, opts, &md);
     for (const RunMetadata& md : steps) {
-      const auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+      const auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
       ASSERT_EQ(nodes.size(), 3000u);
       EXPECT_EQ(nodes[2999].timeline_label,
                 std::string(nodes[2999].node_name) + " = TestAddOne(" + std::string(nodes[2998].node_name) + ")");
@@ -565,7 +631,7 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
       sess.run(feeds, {y}, {}, opts, &md);
     }
   }  // the session waits for what it makes beside its steps
-  for (const RunMetadata& md : kept) EXPECT_EQ(ran_nodes(md.step_stats.dev_stats.at(0)).size(), 2000u);
+  for (const RunMetadata& md : kept) EXPECT_EQ(ran_nodes(md.step_stats.dev_stats().at(0)).size(), 2000u);
   StepStats next;
   bool spare_wanted = false;
   next.reuse_for_step(&spare_wanted);
@@ -589,7 +655,7 @@ TEST(Executor, ABigPlansFirstTracedStepThatFailsRecordsWhatRan) {
   RunMetadata failed;
   EXPECT_THROW(sess.run({{x, Tensor::from_vector<float>({-20000, 1})}}, {bad}, {}, opts, &failed),
                InvalidArgumentError);
-  const auto nodes = ran_nodes(failed.step_stats.dev_stats.at(0));
+  const auto nodes = ran_nodes(failed.step_stats.dev_stats().at(0));
   ASSERT_EQ(nodes.size(), 10001u);
   EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
   EXPECT_EQ(nodes[10000].node_name, "bad");
@@ -600,7 +666,7 @@ TEST(Executor, ABigPlansFirstTracedStepThatFailsRecordsWhatRan) {
   RunMetadata ok;
   auto out = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {bad}, {}, opts, &ok);
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{10001, 10002}));
-  EXPECT_EQ(ran_nodes(ok.step_stats.dev_stats.at(0)).size(), 10001u);
+  EXPECT_EQ(ran_nodes(ok.step_stats.dev_stats().at(0)).size(), 10001u);
 }
 
 // A traced step that fails still describes what ran, the failing node without outputs.
@@ -616,7 +682,7 @@ TEST(Executor, FullTraceOfAFailingStep) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata md;
   EXPECT_THROW(sess.run({{x, Tensor::from_vector<float>({-5, 1})}}, {after}, {}, opts, &md), InvalidArgumentError);
-  auto nodes = ran_nodes(md.step_stats.dev_stats.at(0));
+  auto nodes = ran_nodes(md.step_stats.dev_stats().at(0));
   ASSERT_EQ(nodes.size(), 2u);  // `after` never ran
   EXPECT_EQ(nodes[0].node_name, "a");
   EXPECT_EQ(nodes[0].output.size(), 1u);
@@ -629,7 +695,7 @@ TEST(Executor, FullTraceOfAFailingStep) {
   // The session is still fine, and so is the next traced step.
   auto ok = sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {after}, {}, opts, &md);
   EXPECT_EQ(ok[0].to_vector<float>(), (std::vector<float>{3, 4}));
-  EXPECT_EQ(ran_nodes(md.step_stats.dev_stats.at(0)).size(), 3u);
+  EXPECT_EQ(ran_nodes(md.step_stats.dev_stats().at(0)).size(), 3u);
 }
 
 // A traced step records each fed node as TensorFlow records its feeds (_Arg/_Recv nodes): the
@@ -651,8 +717,8 @@ TEST(Executor, FullTraceRecordsTheFeeds) {
   // ids is fed but nothing reads it: still fed, still recorded.
   auto out = sess.run({{ids, is}, {x, xs}}, {a}, {}, opts, &md);
   EXPECT_EQ(out[0].flat<float>()[11], 2.0f);
-  ASSERT_EQ(md.step_stats.dev_stats.size(), 1u);
-  const auto& nodes = md.step_stats.dev_stats[0].node_stats;
+  ASSERT_EQ(md.step_stats.dev_stats().size(), 1u);
+  const auto& nodes = md.step_stats.dev_stats()[0].node_stats;
   ASSERT_EQ(nodes.size(), 3u);
   // Fed nodes first (by node id), then what ran.
   EXPECT_EQ(nodes[0].node_name, "x");
@@ -694,9 +760,9 @@ TEST(Executor, FullTraceRecordsTheFeeds) {
 
   // The same plan traced again records the new feeds' shapes.
   sess.run({{ids, Tensor(DType::kInt64, Shape{2})}, {x, Tensor(DType::kFloat32, Shape{7, 4})}}, {a}, {}, opts, &md);
-  ASSERT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 3u);
-  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].output[0].tensor_description.shape, (Shape{7, 4}));
-  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[1].output[0].tensor_description.shape, (Shape{2}));
+  ASSERT_EQ(md.step_stats.dev_stats().at(0).node_stats.size(), 3u);
+  EXPECT_EQ(md.step_stats.dev_stats()[0].node_stats[0].output[0].tensor_description.shape, (Shape{7, 4}));
+  EXPECT_EQ(md.step_stats.dev_stats()[0].node_stats[1].output[0].tensor_description.shape, (Shape{2}));
 
   // Untraced, nothing is recorded, with the same plan.
   RunMetadata untraced;
@@ -725,7 +791,7 @@ TEST(Executor, FullTraceOfAFedIntermediate) {
   auto out = sess.run({{a, Tensor::from_vector<float>({10, 20})}}, {b}, {}, opts, &md);
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{11, 21}));
   EXPECT_EQ(g_runs.load(), 1);  // b only
-  const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+  const auto& nodes = md.step_stats.dev_stats().at(0).node_stats;
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_EQ(nodes[0].node_name, "a");
   EXPECT_EQ(nodes[0].op_type, "TestAddOne");
@@ -739,8 +805,8 @@ TEST(Executor, FullTraceOfAFedIntermediate) {
   // Fetching the fed tensor itself: nothing runs, the feed is still recorded.
   out = sess.run({{a, Tensor::from_vector<float>({5, 6})}}, {a}, {}, opts, &md);
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{5, 6}));
-  ASSERT_EQ(md.step_stats.dev_stats.at(0).node_stats.size(), 1u);
-  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].node_name, "a");
+  ASSERT_EQ(md.step_stats.dev_stats().at(0).node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats()[0].node_stats[0].node_name, "a");
 }
 
 // Feeds of outputs other than 0: one entry for the node, each fed output with its slot. A node
@@ -762,7 +828,7 @@ TEST(Executor, FullTraceOfFedOutputsOfAMultiOutputNode) {
     auto out = sess.run({{pair->output(1), Tensor::from_vector<float>({7, 8})}}, {v}, {}, opts, &md);
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{8, 9}));
     EXPECT_EQ(g_runs.load(), 1);  // v only
-    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    const auto& nodes = md.step_stats.dev_stats().at(0).node_stats;
     ASSERT_EQ(nodes.size(), 2u);
     EXPECT_EQ(nodes[0].node_name, "pair");
     EXPECT_EQ(nodes[0].node_id, pair->id());
@@ -778,7 +844,7 @@ TEST(Executor, FullTraceOfFedOutputsOfAMultiOutputNode) {
     auto out = sess.run({{pair->output(1), one}, {pair->output(0), zero}}, {u, v}, {}, opts, &md);
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{4, 5}));
     EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{8, 9}));
-    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    const auto& nodes = md.step_stats.dev_stats().at(0).node_stats;
     ASSERT_EQ(nodes.size(), 3u);
     EXPECT_EQ(nodes[0].node_name, "pair");
     ASSERT_EQ(nodes[0].output.size(), 2u);
@@ -797,7 +863,7 @@ TEST(Executor, FullTraceOfFedOutputsOfAMultiOutputNode) {
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{3, 4}));
     EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{8, 9}));
     EXPECT_EQ(g_runs.load(), 3);  // pair, u, v
-    const auto& nodes = md.step_stats.dev_stats.at(0).node_stats;
+    const auto& nodes = md.step_stats.dev_stats().at(0).node_stats;
     ASSERT_EQ(nodes.size(), 4u);  // c, pair, u, v
     int pairs = 0;
     for (const auto& ns : nodes) {
@@ -824,13 +890,13 @@ TEST(Executor, FullTraceOfAFeedOnAnotherDevice) {
   opts.output_partition_graphs = true;
   RunMetadata md;
   sess.run({{x, Tensor::from_vector<float>({1, 2})}}, {a}, {}, opts, &md);
-  ASSERT_EQ(md.step_stats.dev_stats.size(), 2u);
-  EXPECT_EQ(md.step_stats.dev_stats[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
-  EXPECT_EQ(md.step_stats.dev_stats[1].device, "/job:localhost/replica:0/task:0/device:CPU:1");
-  ASSERT_EQ(md.step_stats.dev_stats[1].node_stats.size(), 1u);
-  EXPECT_EQ(md.step_stats.dev_stats[1].node_stats[0].node_name, "x");
-  ASSERT_EQ(md.step_stats.dev_stats[0].node_stats.size(), 1u);
-  EXPECT_EQ(md.step_stats.dev_stats[0].node_stats[0].node_name, "a");
+  ASSERT_EQ(md.step_stats.dev_stats().size(), 2u);
+  EXPECT_EQ(md.step_stats.dev_stats()[0].device, "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(md.step_stats.dev_stats()[1].device, "/job:localhost/replica:0/task:0/device:CPU:1");
+  ASSERT_EQ(md.step_stats.dev_stats()[1].node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats()[1].node_stats[0].node_name, "x");
+  ASSERT_EQ(md.step_stats.dev_stats()[0].node_stats.size(), 1u);
+  EXPECT_EQ(md.step_stats.dev_stats()[0].node_stats[0].node_name, "a");
   ASSERT_EQ(md.partition_graphs.size(), 1u);  // what ran
 }
 

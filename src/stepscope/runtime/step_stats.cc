@@ -151,7 +151,7 @@ void StepStats::rebase(const std::vector<T>& array, const T* old_data, size_t ol
     for (AllocatorMemoryUsed& m : memory_) rebase_span(m.allocation_records, old_data, old_size, new_data);
     return;
   }
-  for (DeviceStepStats& dev : dev_stats) {
+  for (DeviceStepStats& dev : dev_stats_) {
     for (NodeExecStats& ns : dev.node_stats) {
       if constexpr (std::is_same_v<T, NodeOutput>) rebase_span(ns.output, old_data, old_size, new_data);
       if constexpr (std::is_same_v<T, AllocatorMemoryUsed>) rebase_span(ns.memory, old_data, old_size, new_data);
@@ -183,10 +183,12 @@ void StepStats::rebase_all(const StepStats& from) {
   rebase(alloc_ids_, from.alloc_ids_.data(), from.alloc_ids_.size());
 }
 
+// other.dev_stats() makes other's node entries (which may change its arrays) before they are
+// copied: dev_stats_ is declared before them.
 StepStats::StepStats(const StepStats& other)
-    : dev_stats(other.dev_stats),
-      base_ns(other.base_ns),
+    : base_ns(other.base_ns),
       base_wall_ns(other.base_wall_ns),
+      dev_stats_(other.dev_stats()),
       outputs_(other.outputs_),
       memory_(other.memory_),
       records_(other.records_),
@@ -197,7 +199,8 @@ StepStats::StepStats(const StepStats& other)
 
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this != &other) {
-    dev_stats = other.dev_stats;
+    clear();
+    dev_stats_ = other.dev_stats();  // made first (see the copy constructor)
     base_ns = other.base_ns;
     base_wall_ns = other.base_wall_ns;
     outputs_ = other.outputs_;
@@ -221,6 +224,7 @@ struct Spare {
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
   std::vector<std::vector<NodeExecStats>> node_stats;
+  std::vector<StepStats::RecordedNode> recorded;
   std::optional<StepStats::SpareFor> made_for;
 };
 constexpr size_t kSpareLimit = size_t{1} << 30;
@@ -233,13 +237,16 @@ Spare& spare() {
 int64_t fresh_steps = 0;  // fresh StepStats that traced a step (under spare_mutex)
 
 StepStats::ArraySizes sizes_of(const Spare& s) {
-  StepStats::ArraySizes sizes{s.outputs.capacity(), s.memory.capacity(), s.records.capacity(), {}};
+  StepStats::ArraySizes sizes{
+      s.outputs.capacity(), s.memory.capacity(), s.records.capacity(), {}, s.recorded.capacity()};
   for (const auto& nodes : s.node_stats) sizes.node_stats.push_back(nodes.capacity());
   return sizes;
 }
 // Whether arrays of sizes `have` hold a step of sizes `need`.
 bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
-  if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records) return false;
+  if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records ||
+      have.recorded < need.recorded)
+    return false;
   for (size_t d = 0; d < need.node_stats.size(); ++d)
     if (need.node_stats[d] > (d < have.node_stats.size() ? have.node_stats[d] : 0)) return false;
   return true;
@@ -249,10 +256,30 @@ bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need)
 
 StepStats::~StepStats() { give_arrays_away(); }
 
+StepStats::StepStats(StepStats&& other) noexcept
+    : base_ns(other.base_ns),
+      base_wall_ns(other.base_wall_ns),
+      dev_stats_(std::move(other.dev_stats_)),
+      unbuilt_(other.unbuilt_.exchange(false)),
+      recorded_(std::move(other.recorded_)),
+      names_(std::move(other.names_)),
+      kernel_allocator_name_(other.kernel_allocator_name_),
+      caller_thread_(other.caller_thread_),
+      outputs_(std::move(other.outputs_)),
+      memory_(std::move(other.memory_)),
+      records_(std::move(other.records_)),
+      referenced_(std::move(other.referenced_)),
+      alloc_ids_(std::move(other.alloc_ids_)) {}
+
 StepStats& StepStats::operator=(StepStats&& other) noexcept {
   if (this != &other) {
     give_arrays_away();
-    dev_stats = std::move(other.dev_stats);
+    dev_stats_ = std::move(other.dev_stats_);
+    unbuilt_.store(other.unbuilt_.exchange(false), std::memory_order_relaxed);
+    recorded_ = std::move(other.recorded_);
+    names_ = std::move(other.names_);
+    kernel_allocator_name_ = other.kernel_allocator_name_;
+    caller_thread_ = other.caller_thread_;
     base_ns = other.base_ns;
     base_wall_ns = other.base_wall_ns;
     outputs_ = std::move(other.outputs_);
@@ -280,8 +307,9 @@ void StepStats::give_arrays_away() noexcept {
   std::swap(s.outputs, outputs_);
   std::swap(s.memory, memory_);
   std::swap(s.records, records_);
+  std::swap(s.recorded, recorded_);
   s.node_stats.clear();
-  for (auto& dev : dev_stats) {
+  for (auto& dev : dev_stats_) {
     dev.node_stats.clear();
     s.node_stats.push_back(std::move(dev.node_stats));
   }
@@ -296,25 +324,26 @@ bool StepStats::take_spare_arrays() {
   if (outputs_.capacity() < s.outputs.capacity()) std::swap(outputs_, s.outputs);
   if (memory_.capacity() < s.memory.capacity()) std::swap(memory_, s.memory);
   if (records_.capacity() < s.records.capacity()) std::swap(records_, s.records);
+  if (recorded_.capacity() < s.recorded.capacity()) std::swap(recorded_, s.recorded);
   for (size_t d = 0; d < s.node_stats.size(); ++d) {
-    if (d == dev_stats.size()) dev_stats.emplace_back();
-    if (dev_stats[d].node_stats.capacity() < s.node_stats[d].capacity())
-      std::swap(dev_stats[d].node_stats, s.node_stats[d]);
+    if (d == dev_stats_.size()) dev_stats_.emplace_back();
+    if (dev_stats_[d].node_stats.capacity() < s.node_stats[d].capacity())
+      std::swap(dev_stats_[d].node_stats, s.node_stats[d]);
   }
   s = Spare();
   return wanted;
 }
 
 size_t StepStats::ArraySizes::bytes() const {
-  size_t total =
-      outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) + records * sizeof(AllocationRecord);
+  size_t total = outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) +
+                 records * sizeof(AllocationRecord) + recorded * sizeof(RecordedNode);
   for (size_t n : node_stats) total += n * sizeof(NodeExecStats);
   return total;
 }
 
 StepStats::ArraySizes StepStats::reserved_sizes() const {
-  ArraySizes sizes{outputs_.capacity(), memory_.capacity(), records_.capacity(), {}};
-  for (const auto& dev : dev_stats) sizes.node_stats.push_back(dev.node_stats.capacity());
+  ArraySizes sizes{outputs_.capacity(), memory_.capacity(), records_.capacity(), {}, recorded_.capacity()};
+  for (const auto& dev : dev_stats_) sizes.node_stats.push_back(dev.node_stats.capacity());
   return sizes;
 }
 
@@ -329,24 +358,30 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why) {
   made.outputs.reserve(sizes.outputs);
   made.memory.reserve(sizes.memory);
   made.records.reserve(sizes.records);
+  made.recorded.reserve(sizes.recorded);
   for (size_t n : sizes.node_stats) made.node_stats.emplace_back().reserve(n);
   made.made_for = why;
-  // Mapped in the order a step writes them (its outputs while it runs, the rest at its end),
-  // then made the spare set: a step finds it whole or not at all. (One that took it half mapped
+  // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes and
+  // allocation records at its end, the node and memory entries when they are first read), then
+  // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
   // back steps of 10^4 nodes then took 5 ms where a step writing new memory took 3.7.)
   auto map = [](const auto& array) { prefault_pages(array.data(), array.capacity() * sizeof(array[0])); };
   map(made.outputs);
+  map(made.recorded);
+  map(made.records);
   for (const auto& nodes : made.node_stats) map(nodes);
   map(made.memory);
-  map(made.records);
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   if (!holds(sizes_of(s), sizes)) std::swap(s, made);  // unless another thread's is here first
 }
 
 void StepStats::clear() {
-  dev_stats.clear();
+  dev_stats_.clear();
+  unbuilt_.store(false, std::memory_order_relaxed);
+  recorded_.clear();
+  names_.reset();
   base_ns = base_wall_ns = 0;
   outputs_.clear();
   memory_.clear();
@@ -359,15 +394,18 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   // A fresh StepStats (a new RunMetadata per step) takes the spare arrays.
   const bool wanted = outputs_.capacity() == 0 && take_spare_arrays();
   if (spare_wanted) *spare_wanted = wanted;
-  std::vector<DeviceStepStats> kept = std::move(dev_stats);  // with their memory
+  std::vector<DeviceStepStats> kept = std::move(dev_stats_);  // with their memory
   std::vector<NodeOutput> outputs = std::move(outputs_);
   std::vector<AllocationRecord> records = std::move(records_);
+  std::vector<RecordedNode> recorded = std::move(recorded_);
   clear();
-  dev_stats = std::move(kept);
-  for (auto& dev : dev_stats) dev.node_stats.clear();  // no views into the arrays left
-  // Their sizes too: outputs_for_step and resize_records initialize only what grows.
+  dev_stats_ = std::move(kept);
+  for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
+  // Their sizes too: outputs_for_step, resize_records and recorded_for_step initialize only
+  // what grows.
   outputs_ = std::move(outputs);
   records_ = std::move(records);
+  recorded_ = std::move(recorded);
 }
 
 std::span<NodeOutput> StepStats::outputs_for_step(size_t num_outputs) {
@@ -388,8 +426,8 @@ std::span<AllocationRecord> StepStats::resize_records(size_t n) {
 
 size_t StepStats::reserved_bytes() const {
   size_t bytes = outputs_.capacity() * sizeof(NodeOutput) + memory_.capacity() * sizeof(AllocatorMemoryUsed) +
-                 records_.capacity() * sizeof(AllocationRecord);
-  for (const auto& dev : dev_stats) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
+                 records_.capacity() * sizeof(AllocationRecord) + recorded_.capacity() * sizeof(RecordedNode);
+  for (const auto& dev : dev_stats_) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
   return bytes;
 }
 
@@ -399,8 +437,7 @@ std::vector<std::span<const std::byte>> StepStats::room() const {
     const auto* end = array.data() + array.size();
     room.push_back(std::as_bytes(std::span(end, array.capacity() - array.size())));
   };
-  for (const auto& dev : dev_stats) add(dev.node_stats);
-  add(memory_);
+  add(recorded_);
   add(records_);
   return room;
 }
@@ -465,6 +502,184 @@ std::span<const AllocatorMemoryUsed> StepStats::store_memory(std::span<const All
                                                : store_records(memory[i].allocation_records);
   }
   return out;
+}
+
+void StepStats::reserve_recorded(size_t n) {
+  if (recorded_.capacity() < n) recorded_.reserve(n);
+}
+
+std::span<StepStats::RecordedNode> StepStats::recorded_for_step(size_t n) {
+  recorded_.resize(n);
+  return recorded_;
+}
+
+void StepStats::set_recorded(std::shared_ptr<const PlanNames> names, std::string_view kernel_allocator_name,
+                             uint32_t caller_thread, std::span<RecordSource> sources) {
+  names_ = std::move(names);
+  kernel_allocator_name_ = kernel_allocator_name;
+  caller_thread_ = caller_thread;
+  if (sources.empty())
+    unbuilt_.store(true, std::memory_order_release);
+  else
+    make_node_entries(sources);
+}
+
+namespace {
+std::mutex build_mutex;  // node entries are made once, whichever reader asks first
+}  // namespace
+
+void StepStats::build_nodes() const {
+  std::lock_guard<std::mutex> lock(build_mutex);
+  if (!unbuilt_.load(std::memory_order_relaxed)) return;  // another reader made them
+  // Changes only mutable members: the node lists and the arrays their entries view.
+  const_cast<StepStats*>(this)->make_node_entries({});
+  unbuilt_.store(false, std::memory_order_release);
+}
+
+// Per device, the fed nodes first (they start with the step: what TensorFlow records as the
+// _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step; nothing ran
+// and nothing was allocated), then the recorded nodes in start order, with their interned
+// names, outputs, and memory figures from their allocation records. No lock, no map, no string
+// built, no allocation once the arrays have grown to the step's size.
+void StepStats::make_node_entries(std::span<RecordSource> sources) {
+  const PlanNames& names = *names_;
+  const std::span<const RecordedNode> recorded = recorded_;
+  auto& devices = dev_stats_;
+  devices.resize(names.devices.size());
+  for (size_t d = 0; d < devices.size(); ++d) {
+    devices[d].device = names.devices[d];
+    devices[d].node_stats.clear();
+  }
+  if (devices.size() == 1) {
+    devices[0].node_stats.reserve(names.fed.size() + recorded.size());
+  } else {
+    std::vector<size_t> per_device(devices.size());
+    for (const auto& f : names.fed) per_device[static_cast<size_t>(f.device)]++;
+    for (const RecordedNode& r : recorded) per_device[static_cast<size_t>(names.items[r.item].device)]++;
+    for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
+  }
+  // One memory entry per node with records (more only for nodes using several allocators).
+  size_t num_groups = 0;
+  for (const RecordedNode& r : recorded) num_groups += r.records_end > r.records_begin;
+  reserve(0, num_groups, 0);
+
+  for (const ItemNames& f : names.fed) {
+    devices[static_cast<size_t>(f.device)].node_stats.push_back({
+        .node_name = f.name,
+        .op_type = f.op_type,
+        .node_id = f.node_id,
+        .scheduled_ns = base_ns,
+        .all_start_ns = base_ns,
+        .op_start_rel_ns = 0,
+        .op_end_rel_ns = 0,
+        .all_end_rel_ns = 0,
+        .memory = {},
+        .output = stored_outputs(static_cast<size_t>(f.output_base), static_cast<size_t>(f.num_outputs)),
+        .timeline_label = f.timeline_label,
+        .thread_id = caller_thread_,
+        .referenced_tensor = {},
+        .memory_stats = {},
+    });
+  }
+
+  // Usually every record is the kernels' allocator's; otherwise sources[] has each one's.
+  const bool one_allocator = sources.empty();
+  auto allocator_of = [&](size_t record) { return one_allocator ? nullptr : sources[record].allocator; };
+  uintptr_t memory_end = 0;  // of the memory entries added last (for prefetching)
+  for (const RecordedNode& r : recorded) {
+    // The arrays written here are too big to stay in cache: ask for the lines a few nodes ahead.
+    const ItemNames& item = names.items[static_cast<size_t>(r.item)];
+    const auto& ahead = devices[static_cast<size_t>(item.device)].node_stats;
+    // Addresses computed as integers: a vector with nothing reserved yet has a null data(),
+    // and pointer arithmetic on null is undefined (prefetching any address is harmless).
+    const uintptr_t line = reinterpret_cast<uintptr_t>(ahead.data()) + (ahead.size() + 6) * sizeof(ahead[0]);
+    for (size_t b = 0; b < sizeof(NodeExecStats); b += 64)
+      __builtin_prefetch(reinterpret_cast<const char*>(line + b), 1);
+    __builtin_prefetch(reinterpret_cast<const char*>(memory_end + 8 * sizeof(AllocatorMemoryUsed)), 1);
+
+    // Outputs: in place, unless one is missing (the kernel failed): then the others are copied.
+    std::span<const NodeOutput> node_outputs =
+        stored_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
+    if (r.missing_outputs) {
+      std::vector<NodeOutput> produced;
+      for (const NodeOutput& out : node_outputs)
+        if (out.tensor_description.allocation_description.allocator_name.data()) produced.push_back(out);
+      node_outputs = store_outputs(produced);  // may move the array: rebases views
+    }
+
+    std::span<const AllocatorMemoryUsed> node_memory;
+    const size_t begin = r.records_begin, end = r.records_end;
+    if (begin < end) {
+      AllocationRecord* recs = records_.data();
+      // Usually one allocator and in time order already (one thread's log); otherwise (frees
+      // made on other threads, several allocators) sorted by allocator, then time.
+      bool simple = true;
+      for (size_t i = begin + 1; i < end; ++i) simple &= recs[i - 1].alloc_ns <= recs[i].alloc_ns;
+      if (!one_allocator)
+        for (size_t i = begin + 1; i < end; ++i) simple &= sources[i].allocator == sources[begin].allocator;
+      size_t runs = 1;
+      if (!simple) {
+        std::vector<size_t> index(end - begin);
+        for (size_t i = 0; i < index.size(); ++i) index[i] = begin + i;
+        std::stable_sort(index.begin(), index.end(), [&](size_t a, size_t b) {
+          const void *x = allocator_of(a), *y = allocator_of(b);
+          return x != y ? std::less<const void*>()(x, y) : recs[a].alloc_ns < recs[b].alloc_ns;
+        });
+        std::vector<AllocationRecord> sorted_recs;
+        std::vector<RecordSource> sorted_sources;
+        for (size_t i : index) {
+          sorted_recs.push_back(recs[i]);
+          if (!one_allocator) sorted_sources.push_back(sources[i]);
+        }
+        std::copy(sorted_recs.begin(), sorted_recs.end(), recs + begin);
+        std::copy(sorted_sources.begin(), sorted_sources.end(), sources.begin() + static_cast<ptrdiff_t>(begin));
+        for (size_t i = begin + 1; i < end; ++i) runs += allocator_of(i) != allocator_of(i - 1);
+      }
+      // Beyond the one per node reserved, the array grows (and the views are rebased).
+      reserve_more_memory(runs);
+      const AllocatorMemoryUsed* first_entry = nullptr;
+      for (size_t i = begin; i < end;) {
+        const void* a = allocator_of(i);
+        int64_t live = 0, total = 0, peak = 0;
+        size_t j = i;
+        for (; j < end && (runs == 1 || allocator_of(j) == a); ++j) {
+          live += recs[j].alloc_bytes;
+          total += recs[j].alloc_bytes > 0 ? recs[j].alloc_bytes : 0;
+          peak = std::max(peak, live);
+        }
+        const AllocatorMemoryUsed& entry = add_memory({
+            .allocator_name = one_allocator ? kernel_allocator_name_ : sources[i].name,
+            .total_bytes = total,
+            .peak_bytes = peak,
+            .live_bytes = live,
+            .allocation_records = {recs + i, j - i},
+            .allocator_bytes_in_use = one_allocator ? r.bytes_in_use_at_end : sources[j - 1].bytes_in_use,
+        });
+        if (!first_entry) first_entry = &entry;
+        i = j;
+      }
+      node_memory = {first_entry, runs};
+      memory_end = reinterpret_cast<uintptr_t>(first_entry + runs);
+    }
+
+    devices[static_cast<size_t>(item.device)].node_stats.push_back({
+        .node_name = item.name,
+        .op_type = item.op_type,
+        .node_id = item.node_id,
+        .scheduled_ns = r.scheduled_ns,
+        .all_start_ns = r.start_ns,
+        .op_start_rel_ns = 0,
+        .op_end_rel_ns = r.end_ns - r.start_ns,
+        .all_end_rel_ns = r.end_ns - r.start_ns,
+        .memory = node_memory,
+        .output = node_outputs,
+        .timeline_label = item.timeline_label,
+        .thread_id = r.thread_id,
+        .referenced_tensor = {},
+        .memory_stats = {},
+    });
+  }
+  names_.reset();  // the recorded nodes are not read again (their memory is kept for the next step)
 }
 
 }  // namespace stepscope

@@ -11,14 +11,20 @@
 //    referenced_tensor, memory_stats.persistent_tensor_alloc_ids) are std::span views into flat
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
+// A traced step writes less than that: what it recorded of each node (a RecordedNode, 56 bytes,
+// and its allocation records) and the plan's names, shared. The node entries and memory entries
+// are made from them on the first read of dev_stats(), from any thread: a step whose stats
+// nobody reads (most of what a flight recorder keeps) writes ~230 bytes a node, not ~420.
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -109,21 +115,32 @@ struct DeviceStepStats {
 
 class StepStats {
  public:
-  std::vector<DeviceStepStats> dev_stats;
   int64_t base_ns = 0;       // now_ns() when the step started
   int64_t base_wall_ns = 0;  // the same instant on the wall clock (ns since the epoch)
 
+  // Per device, the nodes that ran. What a traced step recorded is made node entries here, on
+  // the first call (see the top of this file).
+  const std::vector<DeviceStepStats>& dev_stats() const {
+    if (unbuilt_.load(std::memory_order_acquire)) build_nodes();
+    return dev_stats_;
+  }
+  std::vector<DeviceStepStats>& dev_stats() {
+    if (unbuilt_.load(std::memory_order_acquire)) build_nodes();
+    return dev_stats_;
+  }
+
   StepStats() = default;
+  // A copy is of the node entries (made first where they are not yet).
   StepStats(const StepStats& other);
   StepStats& operator=(const StepStats& other);
-  StepStats(StepStats&&) noexcept = default;
+  StepStats(StepStats&& other) noexcept;
   StepStats& operator=(StepStats&& other) noexcept;
   // The arrays of a StepStats that goes away are kept (one set, process-wide) for the next
   // traced step that starts with an empty one, as a fresh RunMetadata per step does: a step's
   // worth of megabytes is not handed back to the system and faulted in again every step.
   ~StepStats();
 
-  bool empty() const { return dev_stats.empty(); }
+  bool empty() const { return dev_stats_.empty() && !unbuilt_.load(std::memory_order_acquire); }
   // Forgets everything but keeps the memory, for the next step.
   void clear();
 
@@ -163,8 +180,9 @@ class StepStats {
 
   // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
   // arrays have grown to a step's size:
-  // Forgets everything, as clear() does, but keeps the devices' node lists (emptied) with their
-  // memory, and the output descriptions (see outputs_for_step). A StepStats with no memory of its
+  // Forgets everything, as clear() does (a step recorded and never read included), but keeps
+  // the devices' node lists (emptied) with their memory, and the output descriptions (see
+  // outputs_for_step). A StepStats with no memory of its
   // own takes the spare arrays (see ~StepStats).
   // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
   // next fresh StepStats' spare set (prepare_spare with SpareFor::kKeptSteps): this one had no
@@ -182,18 +200,54 @@ class StepStats {
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds
   // a view of them (items kept are not reset).
   std::span<AllocationRecord> resize_records(size_t n);
-  // The room reserved beyond what the devices' node lists, the memory entries and the
-  // allocation records hold: what the end of a step writes, for an idle thread to fault in
-  // before (prefault_pages).
+  // The room reserved beyond what the recorded nodes and the allocation records hold: what the
+  // end of a step writes, for an idle thread to fault in before (prefault_pages).
   std::vector<std::span<const std::byte>> room() const;
-  // The bytes the node lists and the output, memory and record arrays have room for (kept
-  // between steps; what a StepStats that goes away hands on, see ~StepStats).
+  // The bytes the node lists and the output, memory, record and recorded-node arrays have room
+  // for (kept between steps; what a StepStats that goes away hands on, see ~StepStats).
   size_t reserved_bytes() const;
+
+  // What a traced step recorded of a node that ran (StepStatsBuilder::finish), in start order:
+  // what dev_stats() makes its node entry of.
+  struct RecordedNode {
+    int64_t start_ns, end_ns, scheduled_ns;
+    int64_t bytes_in_use_at_end;  // of the kernel's allocator
+    uint32_t thread_id;
+    int32_t item;                         // in the plan's names
+    uint32_t records_begin, records_end;  // its allocation records, in the stored ones
+    bool missing_outputs;                 // the kernel failed: its outputs not produced are left out
+  };
+  // What a plan's traced steps need of each node, names interned (Executor::Plan::names), shared
+  // by the StepStats that hold its steps until their node entries are made.
+  struct ItemNames {
+    std::string_view name, op_type, timeline_label;
+    int32_t node_id, output_base, num_outputs, device;
+  };
+  struct PlanNames {
+    std::vector<ItemNames> items, fed;  // fed: the nodes whose outputs the caller fed
+    std::vector<std::string_view> devices;
+  };
+  // The allocator of an allocation record, for a step whose records are not all the kernels'
+  // allocator's (then the node entries are made at once: the allocators may not outlive the step).
+  struct RecordSource {
+    const void* allocator;
+    std::string_view name;
+    int64_t bytes_in_use;  // the allocator's, after this record's event
+  };
+  // Room for n recorded nodes (what a step's end writes), then the step's, to fill in.
+  void reserve_recorded(size_t n);
+  std::span<RecordedNode> recorded_for_step(size_t n);
+  // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
+  // here where `sources` (one a stored allocation record) are given. Fed nodes come first, on
+  // `caller_thread`, with no duration.
+  void set_recorded(std::shared_ptr<const PlanNames> names, std::string_view kernel_allocator_name,
+                    uint32_t caller_thread, std::span<RecordSource> sources = {});
 
   // How many items a step's arrays have room for: what a spare set made ahead needs.
   struct ArraySizes {
     size_t outputs = 0, memory = 0, records = 0;
     std::vector<size_t> node_stats;  // per device
+    size_t recorded = 0;
     size_t bytes() const;
   };
   ArraySizes reserved_sizes() const;
@@ -215,10 +269,19 @@ class StepStats {
   void rebase_all(const StepStats& from);
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
+  void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
+  void make_node_entries(std::span<RecordSource> sources);
 
-  std::vector<NodeOutput> outputs_;
-  std::vector<AllocatorMemoryUsed> memory_;
-  std::vector<AllocationRecord> records_;
+  // Mutable: dev_stats() makes the node entries of a const StepStats.
+  mutable std::vector<DeviceStepStats> dev_stats_;
+  mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
+  mutable std::vector<RecordedNode> recorded_;
+  mutable std::shared_ptr<const PlanNames> names_;  // of the plan that recorded it
+  std::string_view kernel_allocator_name_;
+  uint32_t caller_thread_ = 0;
+  mutable std::vector<NodeOutput> outputs_;
+  mutable std::vector<AllocatorMemoryUsed> memory_;
+  mutable std::vector<AllocationRecord> records_;
   std::vector<AllocationDescription> referenced_;
   std::vector<int64_t> alloc_ids_;
 };

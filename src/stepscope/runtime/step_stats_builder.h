@@ -3,12 +3,12 @@
 //
 // While the step runs, each node writes its NodeRecord and its outputs' descriptions into
 // slots preallocated for it (no lock, no allocation, no string); its allocations go to the
-// AllocationRecorder's per-thread logs. After the step, finish() assembles the StepStats from
-// those slots and logs: per device, the nodes in start order with their interned names (made
-// once per plan), outputs, and memory figures from the allocation events. No lock, no map, no
-// string built, no allocation once the arrays have grown to the step's size: the builder's
-// scratch is kept with the plan's step buffers, and a StepStats keeps its memory from the step
-// it held before.
+// AllocationRecorder's per-thread logs. After the step, finish() writes into the StepStats the
+// nodes in start order (StepStats::RecordedNode) and their allocation records, with the plan's
+// names (made once per plan, shared): the StepStats makes its node entries of them when they are
+// first read. No lock, no map, no string built, no allocation once the arrays have grown to the
+// step's size: the builder's scratch is kept with the plan's step buffers, and a StepStats
+// keeps its memory from the step it held before.
 #pragma once
 
 #include <cstdint>
@@ -86,12 +86,6 @@ class StepStatsBuilder {
   static std::unique_ptr<NodeRecord[]> make_records(size_t n);
 
  private:
-  // Fed nodes first (in start order, they start with the step): what TensorFlow records as the
-  // _Arg/_Recv nodes of the feeds, so that the fed tensors' shapes are in the step. Nothing ran
-  // and nothing was allocated: zero duration, no memory, on the calling thread. Cold: see
-  // place_feeds.
-  [[gnu::cold]] static void add_fed_nodes(const Executor::Plan& plan, StepStats& stats);
-
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
   std::vector<int32_t> order_, cursor_;          // scratch of finish()
   std::vector<const AllocationEvent*> sources_;  // the event of each allocation record, when needed

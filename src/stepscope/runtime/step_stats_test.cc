@@ -11,28 +11,28 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
   st.base_ns = 5;
   st.base_wall_ns = 6;
-  st.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
-  st.dev_stats[0].node_stats.resize(3);
-  const NodeExecStats* nodes = st.dev_stats[0].node_stats.data();
+  st.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
+  st.dev_stats()[0].node_stats.resize(3);
+  const NodeExecStats* nodes = st.dev_stats()[0].node_stats.data();
   st.reuse_for_step();
   std::span<NodeOutput> outputs = st.outputs_for_step(4);
   ASSERT_EQ(outputs.size(), 4u);
   EXPECT_EQ(st.num_stored_outputs(), 4u);
   EXPECT_EQ(st.base_ns, 0);
   EXPECT_EQ(st.base_wall_ns, 0);
-  ASSERT_EQ(st.dev_stats.size(), 1u);
-  EXPECT_TRUE(st.dev_stats[0].node_stats.empty());
-  EXPECT_EQ(st.dev_stats[0].node_stats.data(), nodes);  // the node list's memory is kept
+  ASSERT_EQ(st.dev_stats().size(), 1u);
+  EXPECT_TRUE(st.dev_stats()[0].node_stats.empty());
+  EXPECT_EQ(st.dev_stats()[0].node_stats.data(), nodes);  // the node list's memory is kept
 
   // Outputs written in place are what stored_outputs views; copies view their own arrays.
   outputs[2].slot = 7;
   NodeExecStats ns;
   ns.output = st.stored_outputs(2, 2);
   EXPECT_EQ(ns.output.data(), outputs.data() + 2);
-  st.dev_stats[0].node_stats.push_back(ns);
+  st.dev_stats()[0].node_stats.push_back(ns);
   const StepStats copy = st;
-  EXPECT_EQ(copy.dev_stats[0].node_stats[0].output[0].slot, 7);
-  EXPECT_NE(copy.dev_stats[0].node_stats[0].output.data(), outputs.data() + 2);
+  EXPECT_EQ(copy.dev_stats()[0].node_stats[0].output[0].slot, 7);
+  EXPECT_NE(copy.dev_stats()[0].node_stats[0].output.data(), outputs.data() + 2);
 
   // A step with fewer slots: the array shrinks to them.
   st.reuse_for_step();
@@ -49,7 +49,7 @@ TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
   const NodeOutput* arrays = nullptr;
   {
     StepStats gone;
-    gone.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
+    gone.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
     gone.reuse_for_step();
     arrays = gone.outputs_for_step(outputs).data();
   }
@@ -124,8 +124,8 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   {
     StepStats gone;
     gone.reserve(sizes.outputs, sizes.memory, sizes.records);  // memory of its own: takes no spare set
-    gone.dev_stats.resize(1);
-    gone.dev_stats[0].node_stats.reserve(sizes.node_stats[0]);
+    gone.dev_stats().resize(1);
+    gone.dev_stats()[0].node_stats.reserve(sizes.node_stats[0]);
     left = gone.add_outputs(1).data();
   }
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
@@ -137,26 +137,22 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
 }
 
 // room() is what is reserved and not yet written, for a thread to fault in before a step's end
-// writes it: the devices' node lists, the memory entries and the allocation records.
+// writes it: the recorded nodes and the allocation records.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
-  st.dev_stats.resize(2);
-  st.dev_stats[0].node_stats.reserve(10);
-  st.dev_stats[0].node_stats.resize(4);
-  st.dev_stats[1].node_stats.reserve(3);
+  st.dev_stats().resize(1);
+  st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
+  st.reserve_recorded(10);
+  st.recorded_for_step(4);
   st.reserve(0, 5, 8);
   st.resize_records(2);
   const auto room = st.room();
-  ASSERT_EQ(room.size(), 4u);  // two node lists, memory, records
-  const auto& nodes = st.dev_stats[0].node_stats;
-  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(nodes.data() + 4));
-  EXPECT_EQ(room[0].size(), (nodes.capacity() - 4) * sizeof(NodeExecStats));
-  EXPECT_EQ(room[1].size(), st.dev_stats[1].node_stats.capacity() * sizeof(NodeExecStats));
-  EXPECT_GE(room[2].size(), 5 * sizeof(AllocatorMemoryUsed));
-  EXPECT_GE(room[3].size(), 6 * sizeof(AllocationRecord));
+  ASSERT_EQ(room.size(), 2u);  // recorded nodes, allocation records
+  EXPECT_EQ(room[0].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
+  EXPECT_GE(room[1].size(), 6 * sizeof(AllocationRecord));
   // Written up to capacity: no room left.
-  st.dev_stats[1].node_stats.resize(st.dev_stats[1].node_stats.capacity());
-  EXPECT_TRUE(st.room()[1].empty());
+  st.recorded_for_step(10);
+  EXPECT_TRUE(st.room()[0].empty());
 }
 
 // reserved_bytes() is what the arrays have room for, written or not: it grows only where a
@@ -164,8 +160,8 @@ TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
 TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
   StepStats st;
   st.reserve(1, 5, 8);  // memory of its own: it takes no spare arrays (another test's)
-  st.dev_stats.resize(1);
-  st.dev_stats[0].node_stats.reserve(10);
+  st.dev_stats().resize(1);
+  st.dev_stats()[0].node_stats.reserve(10);
   st.reuse_for_step();
   st.outputs_for_step(3);
   const size_t reserved = st.reserved_bytes();
@@ -173,10 +169,10 @@ TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
                           8 * sizeof(AllocationRecord));
   st.reuse_for_step();  // the next step, the same arrays
   st.outputs_for_step(3);
-  st.dev_stats[0].node_stats.reserve(10);
+  st.dev_stats()[0].node_stats.reserve(10);
   st.reserve(0, 5, 0);
   EXPECT_EQ(st.reserved_bytes(), reserved);
-  st.dev_stats[0].node_stats.reserve(20);
+  st.dev_stats()[0].node_stats.reserve(20);
   EXPECT_EQ(st.reserved_bytes(), reserved + 10 * sizeof(NodeExecStats));
 }
 
@@ -202,8 +198,8 @@ TEST(StepStats, ResizeRecordsToFillInPlace) {
 TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {
   StepStats st;
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
-  st.dev_stats.push_back({StepStats::intern("/device:CPU:0"), {}});
-  auto& nodes = st.dev_stats[0].node_stats;
+  st.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
+  auto& nodes = st.dev_stats()[0].node_stats;
   nodes.reserve(1000);
   for (int32_t i = 0; i < 1000; ++i) {
     NodeOutput out;

@@ -55,7 +55,7 @@ Loaded load_input(const std::string& path, int64_t step, uint64_t max_decompress
                         "RunMetadata: " +
                         e.what());
   }
-  if (metadata.step_stats.dev_stats.empty())
+  if (metadata.step_stats.dev_stats().empty())
     throw DataLossError(path + ": neither a saved profile nor a RunMetadata with step stats (" +
                         std::to_string(bytes.size()) + " bytes)");
   if (step < 0) {  // ProfilerHook's name for it: run_metadata-<step>.pb[.gz]

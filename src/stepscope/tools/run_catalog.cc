@@ -93,7 +93,7 @@ void read_scalars(const fs::path& file, std::map<std::string, ScalarSeries>& sca
 // A step's wall time: its first op's start to its last op's end.
 double step_ms(const StepStats& step) {
   int64_t first = INT64_MAX, last = INT64_MIN;
-  for (const DeviceStepStats& device : step.dev_stats) {
+  for (const DeviceStepStats& device : step.dev_stats()) {
     for (const NodeExecStats& node : device.node_stats) {
       first = std::min(first, node.all_start_ns);
       last = std::max(last, node.all_start_ns + node.all_end_rel_ns);

@@ -769,7 +769,7 @@ TEST(DatasetStages, TracedRunsTimeEachStage) {
   int64_t stages_ns = 0;
   for (const InputStage& s : md.input_stages) stages_ns += s.self_ns;
   int64_t node_ns = 0;
-  for (const auto& dev : md.step_stats.dev_stats)
+  for (const auto& dev : md.step_stats.dev_stats())
     for (const auto& ns : dev.node_stats)
       if (ns.node_name == batch.node->name()) node_ns = ns.all_end_rel_ns;
   EXPECT_LE(stages_ns, node_ns);

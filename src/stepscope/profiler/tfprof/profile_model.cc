@@ -252,7 +252,7 @@ void ProfileModel::sync_graph(const Graph& graph) {
 
 void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Graph* graph, std::ostream& log) {
   const StepStats& stats = metadata.step_stats;
-  if (stats.dev_stats.empty()) {
+  if (stats.dev_stats().empty()) {
     log << "Invalid RunMetadata for step " << step << "\n";
     return;
   }
@@ -270,7 +270,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   for (size_t i = 0; i < data.nodes.size(); ++i) slot[data.nodes[i].node] = static_cast<int32_t>(i);
   const size_t first_new = data.nodes.size();
   size_t num_records = 0;
-  for (const DeviceStepStats& dev_stats : stats.dev_stats) num_records += dev_stats.node_stats.size();
+  for (const DeviceStepStats& dev_stats : stats.dev_stats()) num_records += dev_stats.node_stats.size();
   reserve_huge_unless_reclaimed(data.nodes, data.nodes.size() + num_records);
   reserve_huge_unless_reclaimed(data.execs, data.execs.size() + num_records);
   // Each graph node's record, for RunShapes (its rule: the record's node_id is a node of the
@@ -280,7 +280,7 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   std::vector<const NodeExecStats*> recorded(static_cast<size_t>(graph_nodes), nullptr), again;
 
   bool has_gpu_scheduling = false, has_gpu_stream = false;
-  for (const DeviceStepStats& dev_stats : stats.dev_stats) {
+  for (const DeviceStepStats& dev_stats : stats.dev_stats()) {
     const int32_t dev_index = intern_device(dev_stats.device);
     const std::string& dev = devices[dev_index];
     if (is_placed_on_accelerator(dev)) {

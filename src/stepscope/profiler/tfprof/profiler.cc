@@ -200,7 +200,7 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
   ThreadBeside beside;  // declared after what it writes: its destructor waits for it
   if (by_kind_wanted && std::thread::hardware_concurrency() > 1) {
     size_t records = 0;
-    for (const DeviceStepStats& dev_stats : stats.dev_stats) records += dev_stats.node_stats.size();
+    for (const DeviceStepStats& dev_stats : stats.dev_stats()) records += dev_stats.node_stats.size();
     if (records >= kRecordsWorthAThread) {
       try {
         beside = ThreadBeside(work_out_by_kind);
@@ -352,7 +352,7 @@ Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t st
   // The nodes were created from the records with their names as op types (TensorFlow's choice
   // without a graph); the records know better, and their labels name the inputs (for the
   // critical path and timelines of the step).
-  for (const DeviceStepStats& dev : run_metadata.step_stats.dev_stats)
+  for (const DeviceStepStats& dev : run_metadata.step_stats.dev_stats())
     for (const NodeExecStats& ns : dev.node_stats) {
       std::string_view name = ns.node_name;
       if (size_t colon = name.find(':'); colon != std::string_view::npos) name = name.substr(0, colon);
@@ -406,8 +406,8 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
   for (const tfprof::ExecRecord& e : data.execs) {
     if (only && !(*only)[e.node]) continue;
     if (slot[e.device] < 0) {
-      slot[e.device] = static_cast<int32_t>(out.dev_stats.size());
-      out.dev_stats.push_back({StepStats::intern(model.device_labels[e.device]), {}});
+      slot[e.device] = static_cast<int32_t>(out.dev_stats().size());
+      out.dev_stats().push_back({StepStats::intern(model.device_labels[e.device]), {}});
     }
     const tfprof::ModelNode& node = model.nodes[e.node];
     label_inputs.clear();
@@ -424,7 +424,7 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
     ns.all_end_rel_ns = e.all_end_rel_ns;
     ns.thread_id = e.thread_id;
     ns.timeline_label = StepStats::intern(format_node_label(node.name, node.op, label_inputs));
-    out.dev_stats[slot[e.device]].node_stats.push_back(ns);
+    out.dev_stats()[slot[e.device]].node_stats.push_back(ns);
   }
   return out;
 }

@@ -206,10 +206,10 @@ TEST_F(ProfilerTest, SaveAndLoadGiveTheSameViews) {
   EXPECT_EQ(loaded.serialize_to_string(), profiler_.serialize_to_string());
   // The steps' executions survive too (timelines, critical path).
   const StepStats a = profiler_.step_stats(20), b = loaded.step_stats(20);
-  ASSERT_EQ(a.dev_stats.size(), b.dev_stats.size());
-  ASSERT_EQ(a.dev_stats[0].node_stats.size(), b.dev_stats[0].node_stats.size());
-  for (size_t i = 0; i < a.dev_stats[0].node_stats.size(); ++i) {
-    const NodeExecStats &x = a.dev_stats[0].node_stats[i], &y = b.dev_stats[0].node_stats[i];
+  ASSERT_EQ(a.dev_stats().size(), b.dev_stats().size());
+  ASSERT_EQ(a.dev_stats()[0].node_stats.size(), b.dev_stats()[0].node_stats.size());
+  for (size_t i = 0; i < a.dev_stats()[0].node_stats.size(); ++i) {
+    const NodeExecStats &x = a.dev_stats()[0].node_stats[i], &y = b.dev_stats()[0].node_stats[i];
     EXPECT_EQ(x.node_name, y.node_name);
     EXPECT_EQ(x.timeline_label, y.timeline_label);
     EXPECT_EQ(x.all_start_ns, y.all_start_ns);
@@ -284,11 +284,11 @@ TEST_F(ProfilerTest, StepStatsOfAStepAsTheExecutorRecordedIt) {
   Profiler p(mlp_.graph);
   p.add_step(0, md);
   const StepStats s = p.step_stats(0);
-  ASSERT_EQ(s.dev_stats.size(), 1u);
-  EXPECT_EQ(s.dev_stats[0].device, md.step_stats.dev_stats[0].device);
-  ASSERT_EQ(s.dev_stats[0].node_stats.size(), md.step_stats.dev_stats[0].node_stats.size());
-  for (size_t i = 0; i < s.dev_stats[0].node_stats.size(); ++i) {
-    const NodeExecStats &x = s.dev_stats[0].node_stats[i], &y = md.step_stats.dev_stats[0].node_stats[i];
+  ASSERT_EQ(s.dev_stats().size(), 1u);
+  EXPECT_EQ(s.dev_stats()[0].device, md.step_stats.dev_stats()[0].device);
+  ASSERT_EQ(s.dev_stats()[0].node_stats.size(), md.step_stats.dev_stats()[0].node_stats.size());
+  for (size_t i = 0; i < s.dev_stats()[0].node_stats.size(); ++i) {
+    const NodeExecStats &x = s.dev_stats()[0].node_stats[i], &y = md.step_stats.dev_stats()[0].node_stats[i];
     EXPECT_EQ(x.node_name, y.node_name);
     EXPECT_EQ(x.op_type, y.op_type);
     EXPECT_EQ(x.node_id, y.node_id);
@@ -636,7 +636,7 @@ TEST(Profiler, ABigStepsMemoryByKindIsTheOneWorkedOutAlone) {
   RunMetadata md;
   session.run({{x, Tensor(DType::kFloat32, Shape{2, 8})}}, {loss, chain}, {train}, traced, &md);
   size_t records = 0;
-  for (const DeviceStepStats& d : md.step_stats.dev_stats) records += d.node_stats.size();
+  for (const DeviceStepStats& d : md.step_stats.dev_stats()) records += d.node_stats.size();
   ASSERT_GE(records, 10000u);
 
   Profiler p(g);

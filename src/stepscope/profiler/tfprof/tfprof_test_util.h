@@ -68,9 +68,9 @@ inline void add_exec(RunMetadata& md, const Node& node, const std::string& devic
   StepStats& ss = md.step_stats;
   const std::string_view dev = StepStats::intern(device);
   DeviceStepStats* d = nullptr;
-  for (auto& x : ss.dev_stats)
+  for (auto& x : ss.dev_stats())
     if (x.device == dev) d = &x;
-  if (!d) d = &ss.dev_stats.emplace_back(DeviceStepStats{dev, {}});
+  if (!d) d = &ss.dev_stats().emplace_back(DeviceStepStats{dev, {}});
   NodeExecStats ns;
   ns.node_name = StepStats::intern(node.name());
   ns.op_type = StepStats::intern(node.op_type());

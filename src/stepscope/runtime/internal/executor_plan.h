@@ -106,11 +106,8 @@ struct Executor::Plan {
   std::vector<Placement> placements;
 
   // What traces and partition graphs need of each item, names interned, in one cache line
-  // (made on first use).
-  struct Names {
-    std::string_view name, op_type, timeline_label;
-    int32_t node_id, output_base, num_outputs, device;
-  };
+  // (made on first use; shared with the StepStats of the plan's traced steps, which may outlive it).
+  using Names = StepStats::ItemNames;
   static_assert(sizeof(Names) == 64);
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
@@ -152,7 +149,8 @@ struct Executor::Plan {
       }
       const std::string_view interned = StepStats::intern(std::move(labels));
       std::string_view op_type, interned_op_type;
-      names_.reserve(items.size());
+      StepStats::PlanNames& table = *names_table_;
+      table.items.reserve(items.size());
       for (size_t i = 0; i < items.size(); ++i) {
         const Item& item = items[i];
         const size_t begin = i ? written[i - 1].end : 0;
@@ -161,28 +159,33 @@ struct Executor::Plan {
           op_type = written[i].op_type;
           interned_op_type = StepStats::intern(op_type);
         }
-        names_.push_back({label.substr(0, written[i].name_size), interned_op_type, label, item.node_id,
-                          item.output_base, item.num_outputs, item.device});
+        table.items.push_back({label.substr(0, written[i].name_size), interned_op_type, label, item.node_id,
+                               item.output_base, item.num_outputs, item.device});
       }
-      for (const auto& d : devices) device_names_.push_back(StepStats::intern(d));
+      for (const auto& d : devices) table.devices.push_back(StepStats::intern(d));
       // A fed node computed nothing in the step: its label names no inputs.
       for (const FedNode& f : fed_nodes)
-        fed_names_.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
-                              StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
-                              f.first_slot, f.num_slots, f.device});
+        table.fed.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
+                             StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
+                             f.first_slot, f.num_slots, f.device});
       named_.store(true, std::memory_order_release);
     });
-    return names_;
+    return names_table_->items;
+  }
+  // The same, with the names of the fed nodes and devices, for a StepStats to keep.
+  std::shared_ptr<const StepStats::PlanNames> shared_names() const {
+    names();
+    return names_table_;
   }
   // Whether names() has been made (a first traced step may make them on another thread).
   bool has_names() const { return named_.load(std::memory_order_acquire); }
   const std::vector<Names>& fed_names() const {
     names();
-    return fed_names_;
+    return names_table_->fed;
   }
   const std::vector<std::string_view>& device_names() const {
     names();
-    return device_names_;
+    return names_table_->devices;
   }
 
   // One step's buffers, kept between steps (a step running beside another makes its own).
@@ -215,8 +218,7 @@ struct Executor::Plan {
  private:
   mutable std::once_flag names_once_;
   mutable std::atomic<bool> named_{false};
-  mutable std::vector<Names> names_, fed_names_;
-  mutable std::vector<std::string_view> device_names_;
+  const std::shared_ptr<StepStats::PlanNames> names_table_ = std::make_shared<StepStats::PlanNames>();
   mutable std::atomic<StepBuffers*> spare_{nullptr};
   mutable std::atomic<NodeRecord*> records_{nullptr};  // made ahead, for a StepStatsBuilder to take
 };

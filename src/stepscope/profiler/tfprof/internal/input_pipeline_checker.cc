@@ -65,7 +65,7 @@ std::vector<std::string> InputPipelineChecker::check(const Profiler& profiler,
   for (int64_t step : steps) {
     const StepStats stats = profiler.step_stats(step);
     int64_t first = std::numeric_limits<int64_t>::max(), last = std::numeric_limits<int64_t>::min();
-    for (const DeviceStepStats& device : stats.dev_stats) {
+    for (const DeviceStepStats& device : stats.dev_stats()) {
       for (const NodeExecStats& node : device.node_stats) {
         first = std::min(first, node.all_start_ns);
         last = std::max(last, node.all_start_ns + node.all_end_rel_ns);
