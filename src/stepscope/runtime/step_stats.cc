@@ -143,8 +143,8 @@ void rebase_span(std::span<const T>& span, const T* old_data, size_t old_size, c
 
 }  // namespace
 
-template <typename T>
-void StepStats::rebase(const std::vector<T>& array, const T* old_data, size_t old_size) {
+template <typename T, typename A>
+void StepStats::rebase(const std::vector<T, A>& array, const T* old_data, size_t old_size) {
   const T* new_data = array.data();
   if (old_data == new_data || old_size == 0) return;
   if constexpr (std::is_same_v<T, AllocationRecord>) {
@@ -163,8 +163,8 @@ void StepStats::rebase(const std::vector<T>& array, const T* old_data, size_t ol
   }
 }
 
-template <typename T>
-std::span<T> StepStats::add(std::vector<T>& array, size_t n) {
+template <typename T, typename A>
+std::span<T> StepStats::add(std::vector<T, A>& array, size_t n) {
   const size_t size = array.size();
   if (size + n > array.capacity()) {
     const T* old_data = array.data();
@@ -220,11 +220,11 @@ namespace {
 // workplace's VMs, ~1 µs a node each time).
 // A set made ahead (StepStats::prepare_spare) says what for; a set a StepStats left, nothing.
 struct Spare {
-  std::vector<NodeOutput> outputs;
+  StepStats::OutputArray outputs;
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
   std::vector<std::vector<NodeExecStats>> node_stats;
-  std::vector<StepStats::RecordedNode> recorded;
+  StepStats::RecordedArray recorded;
   std::optional<StepStats::SpareFor> made_for;
 };
 constexpr size_t kSpareLimit = size_t{1} << 30;
@@ -395,14 +395,14 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   const bool wanted = outputs_.capacity() == 0 && take_spare_arrays();
   if (spare_wanted) *spare_wanted = wanted;
   std::vector<DeviceStepStats> kept = std::move(dev_stats_);  // with their memory
-  std::vector<NodeOutput> outputs = std::move(outputs_);
+  OutputArray outputs = std::move(outputs_);
   std::vector<AllocationRecord> records = std::move(records_);
-  std::vector<RecordedNode> recorded = std::move(recorded_);
+  RecordedArray recorded = std::move(recorded_);
   clear();
   dev_stats_ = std::move(kept);
   for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
-  // Their sizes too: outputs_for_step, resize_records and recorded_for_step initialize only
-  // what grows.
+  // Their sizes too: resize_records initializes only what grows (outputs_for_step and
+  // recorded_for_step nothing: the step writes every item).
   outputs_ = std::move(outputs);
   records_ = std::move(records);
   recorded_ = std::move(recorded);
@@ -410,8 +410,8 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
 
 std::span<NodeOutput> StepStats::outputs_for_step(size_t num_outputs) {
   if (outputs_.capacity() < num_outputs) {
-    // New memory, which the step writes right away: mapped in one call rather than a fault a
-    // page (~20% less a page on a VM, and the step that follows ran faster too).
+    // New memory not reserved before (see room()), which the step writes right away: mapped in
+    // one call rather than a fault a page (~20% less a page on a VM).
     outputs_.reserve(num_outputs);
     prefault_pages(outputs_.data() + outputs_.size(), (outputs_.capacity() - outputs_.size()) * sizeof(NodeOutput));
   }
@@ -437,12 +437,17 @@ std::vector<std::span<const std::byte>> StepStats::room() const {
     const auto* end = array.data() + array.size();
     room.push_back(std::as_bytes(std::span(end, array.capacity() - array.size())));
   };
+  add(outputs_);  // first: the step writes them from its start
   add(recorded_);
   add(records_);
   return room;
 }
 
-std::span<NodeOutput> StepStats::add_outputs(size_t n) { return add(outputs_, n); }
+std::span<NodeOutput> StepStats::add_outputs(size_t n) {
+  const auto out = add(outputs_, n);
+  std::fill(out.begin(), out.end(), NodeOutput{});  // growing the array wrote nothing
+  return out;
+}
 std::span<AllocationRecord> StepStats::add_records(size_t n) { return add(records_, n); }
 
 void StepStats::reserve(size_t outputs, size_t memory, size_t records) {

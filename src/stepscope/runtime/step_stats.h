@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stepscope/base/uninitialized_allocator.h"
 #include "stepscope/core/dtype.h"
 #include "stepscope/core/shape.h"
 
@@ -191,17 +192,18 @@ class StepStats {
   // for such steps.
   void reuse_for_step(bool* spare_wanted = nullptr);
   // Then `num_outputs` output descriptions to fill in, in place: views of them (stored_outputs)
-  // need no copy. Kept items are not reset: resizing initializes only what grows; new memory is
-  // mapped first, in one call. (Apart from reuse_for_step so that a traced step can have a
-  // thread map the rest of its new room while this one maps these.)
+  // need no copy. Items are not initialized (the step writes each one it holds a view of):
+  // where the room for them was reserved before (room()), a thread beside the step can map it
+  // while the step writes them; new memory not reserved before is mapped here, in one call.
   std::span<NodeOutput> outputs_for_step(size_t num_outputs);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds
   // a view of them (items kept are not reset).
   std::span<AllocationRecord> resize_records(size_t n);
-  // The room reserved beyond what the recorded nodes and the allocation records hold: what the
-  // end of a step writes, for an idle thread to fault in before (prefault_pages).
+  // The room reserved beyond what the output descriptions, the recorded nodes and the
+  // allocation records hold, in that order: what a step writes from its start, and at its end,
+  // for an idle thread to fault in before (prefault_pages).
   std::vector<std::span<const std::byte>> room() const;
   // The bytes the node lists and the output, memory, record and recorded-node arrays have room
   // for (kept between steps; what a StepStats that goes away hands on, see ~StepStats).
@@ -234,7 +236,14 @@ class StepStats {
     std::string_view name;
     int64_t bytes_in_use;  // the allocator's, after this record's event
   };
-  // Room for n recorded nodes (what a step's end writes), then the step's, to fill in.
+  // The arrays a traced step writes whole, item by item: growing them writes nothing (see
+  // UninitializedAllocator), so that new memory is first written by the step, on pages a thread
+  // beside it has mapped.
+  using OutputArray = std::vector<NodeOutput, UninitializedAllocator<NodeOutput>>;
+  using RecordedArray = std::vector<RecordedNode, UninitializedAllocator<RecordedNode>>;
+
+  // Room for n recorded nodes (what a step's end writes), then the step's, to fill in (not
+  // initialized).
   void reserve_recorded(size_t n);
   std::span<RecordedNode> recorded_for_step(size_t n);
   // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
@@ -262,10 +271,10 @@ class StepStats {
   static void prepare_spare(const ArraySizes& sizes, SpareFor why);
 
  private:
-  template <typename T>
-  std::span<T> add(std::vector<T>& array, size_t n);
-  template <typename T>
-  void rebase(const std::vector<T>& array, const T* old_data, size_t old_size);
+  template <typename T, typename A>
+  std::span<T> add(std::vector<T, A>& array, size_t n);
+  template <typename T, typename A>
+  void rebase(const std::vector<T, A>& array, const T* old_data, size_t old_size);
   void rebase_all(const StepStats& from);
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
@@ -275,11 +284,11 @@ class StepStats {
   // Mutable: dev_stats() makes the node entries of a const StepStats.
   mutable std::vector<DeviceStepStats> dev_stats_;
   mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
-  mutable std::vector<RecordedNode> recorded_;
+  mutable RecordedArray recorded_;
   mutable std::shared_ptr<const PlanNames> names_;  // of the plan that recorded it
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
-  mutable std::vector<NodeOutput> outputs_;
+  mutable OutputArray outputs_;
   mutable std::vector<AllocatorMemoryUsed> memory_;
   mutable std::vector<AllocationRecord> records_;
   std::vector<AllocationDescription> referenced_;

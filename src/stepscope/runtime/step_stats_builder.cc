@@ -21,13 +21,16 @@ std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
 StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
   bool spare_wanted = false;
   stats.reuse_for_step(&spare_wanted);
-  // Room for what finish() writes, made now so that a thread left idle can fault it in while
-  // the step runs (StepStats::room): a recorded node a node, and two allocation records a node,
-  // as most nodes have (finish() grows them where a step has more).
+  // Room for what the step writes, made now so that a thread left idle can fault it in while
+  // the step runs (StepStats::room): an output description a slot, and at its end a recorded
+  // node and two allocation records a node, as most nodes have (finish() grows them where a
+  // step has more).
   const size_t n = plan.items.size();
+  const size_t num_slots = static_cast<size_t>(plan.num_slots);
   const size_t reserved = stats.reserved_bytes();
   stats.reserve_recorded(n);
-  stats.reserve(0, 0, 2 * n - std::min(2 * n, stats.num_stored_records()));
+  stats.reserve(num_slots - std::min(num_slots, stats.num_stored_outputs()), 0,
+                2 * n - std::min(2 * n, stats.num_stored_records()));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};

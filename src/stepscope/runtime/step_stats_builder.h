@@ -76,8 +76,8 @@ class StepStatsBuilder {
     NodeRecord* records;  // per plan item
     NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
   };
-  // Then, once the caller has the room's mapping under way (a thread beside the step maps it
-  // while this one maps these, where they are new: at 1,000 nodes, ~140 and ~90 µs): the slots.
+  // Then, once the caller has the room's mapping under way where it is new (a thread beside the
+  // step maps it, the output descriptions first, while the step writes them): the slots.
   Slots slots(const Executor::Plan& plan, StepStats& stats);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);

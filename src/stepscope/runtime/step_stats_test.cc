@@ -137,22 +137,25 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
 }
 
 // room() is what is reserved and not yet written, for a thread to fault in before a step's end
-// writes it: the recorded nodes and the allocation records.
+// writes it: the output descriptions, the recorded nodes and the allocation records.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
   st.reserve_recorded(10);
   st.recorded_for_step(4);
-  st.reserve(0, 5, 8);
+  st.reserve(7, 5, 8);
+  st.outputs_for_step(3);
   st.resize_records(2);
   const auto room = st.room();
-  ASSERT_EQ(room.size(), 2u);  // recorded nodes, allocation records
-  EXPECT_EQ(room[0].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
-  EXPECT_GE(room[1].size(), 6 * sizeof(AllocationRecord));
+  ASSERT_EQ(room.size(), 3u);  // output descriptions, recorded nodes, allocation records
+  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(st.stored_outputs(0, 3).data() + 3));
+  EXPECT_GE(room[0].size(), 4 * sizeof(NodeOutput));
+  EXPECT_EQ(room[1].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
+  EXPECT_GE(room[2].size(), 6 * sizeof(AllocationRecord));
   // Written up to capacity: no room left.
   st.recorded_for_step(10);
-  EXPECT_TRUE(st.room()[0].empty());
+  EXPECT_TRUE(st.room()[1].empty());
 }
 
 // reserved_bytes() is what the arrays have room for, written or not: it grows only where a
