@@ -4,6 +4,8 @@
 //   traced fresh 1/2  the first and second traced runs, each into a new RunMetadata: the extra
 //                     ns an op over the untraced run (target ≤ +100 ns whatever the history)
 //   traced reused     traced into the same RunMetadata every step
+//   first read        what the first read of a traced step's node entries costs (made then,
+//                     from what the step recorded): ns a node, into the reused RunMetadata
 //   timeline          the Chrome trace with dataflow and memory: ms, MB, ns an event (≤ 300 ns)
 //   add_step          a new Profiler (its model of the graph) and add_step of that step: µs a
 //                     node (≤ 1 µs)
@@ -84,7 +86,7 @@ double median_seconds(const char* phase, int reps, const std::function<void()>& 
 
 struct Row {
   int64_t nodes = 0;
-  double plan_s = 0, untraced_s = 0, fresh1_s = 0, fresh2_s = 0, reused_s = 0;
+  double plan_s = 0, untraced_s = 0, fresh1_s = 0, fresh2_s = 0, reused_s = 0, read_s = 0;
   double timeline_s = 0, timeline_mb = 0;
   int64_t events = 0;
   double add_step_s = 0, scope_s = 0, op_s = 0, graph_s = 0, code_s = 0;
@@ -138,6 +140,14 @@ Row measure(int64_t n) {
   session.run(feeds, {y}, {}, traced, &metadata);
   if (runs("reused"))
     row.reused_s = median_seconds("reused", reps, [&] { session.run(feeds, {y}, {}, traced, &metadata); });
+  if (runs("read")) {
+    std::vector<double> times;
+    for (int i = 0; i < reps_for("read", reps); ++i) {
+      session.run(feeds, {y}, {}, traced, &metadata);
+      times.push_back(seconds_of([&] { (void)metadata.step_stats.dev_stats(); }));
+    }
+    row.read_s = median_of(std::move(times), "read");
+  }
   if (only_phase == "kept") {  // a new RunMetadata each time, the earlier ones kept: "fresh 2nd", K times
     std::vector<RunMetadata> kept(static_cast<size_t>(only_repeat) + 1);
     session.run(feeds, {y}, {}, traced, &kept[0]);
@@ -209,22 +219,24 @@ void print(const Row& r, bool markdown) {
   const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
   if (markdown) {
     std::printf(
-        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.1f ms, %.1f MB, %.0f ns/event | "
-        "%.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
+        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.0f ns/node | %.1f ms, %.1f MB, "
+        "%.0f ns/event | %.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
-        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
-        r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s), per_node_us(r.scope_s),
-        per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3,
+        r.timeline_mb, r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
+        per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
   } else {
     std::printf(
         "nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, "
         "fresh 2nd %.0f, "
-        "reused %.0f\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step %.2f µs/node\n"
+        "reused %.0f; first read %.0f ns/node\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step "
+        "%.2f µs/node\n"
         "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
-        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.timeline_s * 1e3, r.timeline_mb,
-        static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
-        per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3,
+        r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
+        per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
+        per_node_us(r.code_s));
   }
   std::fflush(stdout);
 }
@@ -258,7 +270,7 @@ int main(int argc, char** argv) {
                    "                   [--expect-traced-steps]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
-                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused,\n"
+                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused, read,\n"
                    "    timeline, add_step, scope, op, graph, code; first: a new session's first traced run; kept:\n"
                    "    into a new RunMetadata while the earlier ones stay alive; kept_spaced: the same, 10 untraced\n"
                    "    steps before each), to run under a profiler\n"
@@ -273,9 +285,9 @@ int main(int argc, char** argv) {
     for (int64_t n = 1000; n <= max_nodes; n *= 10) sizes.push_back(n);
   if (markdown) {
     std::printf(
-        "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused | "
-        "timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
-        "|\n|---|---|---|---|---|---|---|\n");
+        "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused | first read "
+        "| timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
+        "|\n|---|---|---|---|---|---|---|---|\n");
   }
   for (int64_t n : sizes) {
     if (n < 1) {

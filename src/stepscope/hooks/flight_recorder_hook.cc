@@ -40,18 +40,9 @@ void uninstall_sigusr1() {
   if (--g_signal_users == 0) sigaction(SIGUSR1, &g_previous_action, nullptr);
 }
 
-// What a step's statistics take in memory, roughly: the ring's cap is on this.
-size_t statistics_bytes(const RunMetadata& metadata) {
-  size_t bytes = sizeof(RunMetadata);
-  for (const DeviceStepStats& device : metadata.step_stats.dev_stats()) {
-    bytes += device.node_stats.size() * sizeof(NodeExecStats);
-    for (const NodeExecStats& node : device.node_stats) {
-      bytes += node.output.size() * sizeof(NodeOutput) + node.memory.size() * sizeof(AllocatorMemoryUsed);
-      for (const AllocatorMemoryUsed& m : node.memory) bytes += m.allocation_records.size() * sizeof(AllocationRecord);
-    }
-  }
-  return bytes;
-}
+// What a step's statistics take in memory, roughly: the ring's cap is on this. Counted with no
+// node entries made: the ring keeps each step as it was recorded until a dump reads it.
+size_t statistics_bytes(const RunMetadata& metadata) { return sizeof(RunMetadata) + metadata.step_stats.held_bytes(); }
 
 std::string seconds_text(double secs) {
   char buffer[32];

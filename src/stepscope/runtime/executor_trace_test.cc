@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <thread>
+#include <utility>
 
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/ops/control_ops.h"
@@ -326,7 +327,21 @@ TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
   };
   check(read);
 
-  StepStats copy = copied_md.step_stats;  // of a step not yet read: made, then copied
+  // A copy of a step not yet read is of what it recorded, made node entries in each when read,
+  // even while another thread reads the original.
+  StepStats copy;
+  std::atomic<int> both{0};
+  std::thread copier([&] {
+    both.fetch_add(1);
+    while (both.load() < 2) {
+    }
+    copy = copied_md.step_stats;
+  });
+  both.fetch_add(1);
+  while (both.load() < 2) {
+  }
+  (void)std::as_const(copied_md.step_stats).dev_stats();
+  copier.join();
   check(copy);
   check(copied_md.step_stats);
   EXPECT_NE(copy.dev_stats()[0].node_stats[1].output.data(),

@@ -183,34 +183,53 @@ void StepStats::rebase_all(const StepStats& from) {
   rebase(alloc_ids_, from.alloc_ids_.data(), from.alloc_ids_.size());
 }
 
-// other.dev_stats() makes other's node entries (which may change its arrays) before they are
-// copied: dev_stats_ is declared before them.
-StepStats::StepStats(const StepStats& other)
-    : base_ns(other.base_ns),
-      base_wall_ns(other.base_wall_ns),
-      dev_stats_(other.dev_stats()),
-      outputs_(other.outputs_),
-      memory_(other.memory_),
-      records_(other.records_),
-      referenced_(other.referenced_),
-      alloc_ids_(other.alloc_ids_) {
+namespace {
+std::mutex build_mutex;  // node entries are made once, whichever reader asks first
+}  // namespace
+
+StepStats::StepStats(const StepStats& other) { *this = other; }
+
+// A step not yet read is copied as it was recorded (~230 bytes a node, not ~420; as a flight
+// recorder copies every step into its ring), to be made node entries in the copy if it is read.
+StepStats& StepStats::operator=(const StepStats& other) {
+  if (this == &other) return *this;
+  clear();
+  base_ns = other.base_ns;
+  base_wall_ns = other.base_wall_ns;
+  {
+    // A reader may be making other's node entries meanwhile (which changes its arrays).
+    std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
+    if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
+    if (other.unbuilt_.load(std::memory_order_relaxed)) {
+      recorded_ = other.recorded_;
+      names_ = other.names_;
+      kernel_allocator_name_ = other.kernel_allocator_name_;
+      caller_thread_ = other.caller_thread_;
+      outputs_ = other.outputs_;
+      records_ = other.records_;
+      unbuilt_.store(true, std::memory_order_release);
+      return *this;
+    }
+  }
+  dev_stats_ = other.dev_stats_;
+  outputs_ = other.outputs_;
+  memory_ = other.memory_;
+  records_ = other.records_;
+  referenced_ = other.referenced_;
+  alloc_ids_ = other.alloc_ids_;
   rebase_all(other);
+  return *this;
 }
 
-StepStats& StepStats::operator=(const StepStats& other) {
-  if (this != &other) {
-    clear();
-    dev_stats_ = other.dev_stats();  // made first (see the copy constructor)
-    base_ns = other.base_ns;
-    base_wall_ns = other.base_wall_ns;
-    outputs_ = other.outputs_;
-    memory_ = other.memory_;
-    records_ = other.records_;
-    referenced_ = other.referenced_;
-    alloc_ids_ = other.alloc_ids_;
-    rebase_all(other);
-  }
-  return *this;
+size_t StepStats::held_bytes() const {
+  std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
+  if (unbuilt_.load(std::memory_order_acquire)) lock.lock();
+  size_t bytes = outputs_.size() * sizeof(NodeOutput) + memory_.size() * sizeof(AllocatorMemoryUsed) +
+                 records_.size() * sizeof(AllocationRecord) + referenced_.size() * sizeof(AllocationDescription) +
+                 alloc_ids_.size() * sizeof(int64_t);
+  if (unbuilt_.load(std::memory_order_relaxed)) bytes += recorded_.size() * sizeof(RecordedNode);
+  for (const auto& dev : dev_stats_) bytes += dev.node_stats.size() * sizeof(NodeExecStats);
+  return bytes;
 }
 
 namespace {
@@ -528,10 +547,6 @@ void StepStats::set_recorded(std::shared_ptr<const PlanNames> names, std::string
   else
     make_node_entries(sources);
 }
-
-namespace {
-std::mutex build_mutex;  // node entries are made once, whichever reader asks first
-}  // namespace
 
 void StepStats::build_nodes() const {
   std::lock_guard<std::mutex> lock(build_mutex);

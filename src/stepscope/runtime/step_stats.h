@@ -131,7 +131,8 @@ class StepStats {
   }
 
   StepStats() = default;
-  // A copy is of the node entries (made first where they are not yet).
+  // A copy of a step not yet read is of what it recorded (its node entries made in the copy
+  // when read there).
   StepStats(const StepStats& other);
   StepStats& operator=(const StepStats& other);
   StepStats(StepStats&& other) noexcept;
@@ -175,6 +176,9 @@ class StepStats {
   // Room for that many more items, so that the calls that follow never reallocate.
   void reserve(size_t outputs, size_t memory, size_t records);
 
+  // The bytes its node entries and arrays hold (or what it recorded, before its node entries are
+  // made): what it takes in memory, roughly, with no entries made to count it.
+  size_t held_bytes() const;
   // Elements in the flat arrays (what copies of this StepStats copy).
   size_t num_stored_outputs() const { return outputs_.size(); }
   size_t num_stored_records() const { return records_.size(); }
