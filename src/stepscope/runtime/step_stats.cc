@@ -196,25 +196,21 @@ StepStats& StepStats::operator=(const StepStats& other) {
   clear();
   base_ns = other.base_ns;
   base_wall_ns = other.base_wall_ns;
-  {
-    // A reader may be making other's node entries meanwhile (which changes its arrays).
-    std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
-    if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
-    if (other.unbuilt_.load(std::memory_order_relaxed)) {
-      recorded_ = other.recorded_;
-      names_ = other.names_;
-      kernel_allocator_name_ = other.kernel_allocator_name_;
-      caller_thread_ = other.caller_thread_;
-      outputs_ = other.outputs_;
-      records_ = other.records_;
-      unbuilt_.store(true, std::memory_order_release);
-      return *this;
-    }
+  // A reader may be making other's node entries meanwhile (which changes its arrays).
+  std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
+  if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
+  outputs_ = other.outputs_;
+  records_ = other.records_;
+  if (other.unbuilt_.load(std::memory_order_relaxed)) {
+    recorded_ = other.recorded_;
+    names_ = other.names_;
+    kernel_allocator_name_ = other.kernel_allocator_name_;
+    caller_thread_ = other.caller_thread_;
+    unbuilt_.store(true, std::memory_order_release);
+    return *this;
   }
   dev_stats_ = other.dev_stats_;
-  outputs_ = other.outputs_;
   memory_ = other.memory_;
-  records_ = other.records_;
   referenced_ = other.referenced_;
   alloc_ids_ = other.alloc_ids_;
   rebase_all(other);
@@ -652,7 +648,8 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
           if (!one_allocator) sorted_sources.push_back(sources[i]);
         }
         std::copy(sorted_recs.begin(), sorted_recs.end(), recs + begin);
-        std::copy(sorted_sources.begin(), sorted_sources.end(), sources.begin() + static_cast<ptrdiff_t>(begin));
+        if (!one_allocator)  // else sources is empty (no pointer to offset)
+          std::copy(sorted_sources.begin(), sorted_sources.end(), sources.begin() + static_cast<ptrdiff_t>(begin));
         for (size_t i = begin + 1; i < end; ++i) runs += allocator_of(i) != allocator_of(i - 1);
       }
       // Beyond the one per node reserved, the array grows (and the views are rebased).

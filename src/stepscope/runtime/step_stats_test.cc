@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <span>
+
 namespace stepscope {
 namespace {
 
@@ -196,6 +199,86 @@ TEST(StepStats, ResizeRecordsToFillInPlace) {
   st.reuse_for_step();
   EXPECT_EQ(st.num_stored_records(), 3u);
   EXPECT_EQ(st.resize_records(5).size(), 5u);
+}
+
+// What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
+// read: fed nodes first, then the recorded nodes with their outputs and memory figures; a node's
+// allocation records out of time order (frees made on other threads) are sorted.
+TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
+  StepStats st;
+  st.reuse_for_step();
+  st.reserve(3, 0, 3);
+  const std::span<NodeOutput> outputs = st.outputs_for_step(3);
+  for (int slot = 0; slot < 3; ++slot) {
+    outputs[slot] = NodeOutput{};
+    outputs[slot].tensor_description.shape = Shape{slot + 1};
+    outputs[slot].tensor_description.allocation_description.allocator_name = StepStats::intern("cpu");
+  }
+  const std::span<AllocationRecord> records = st.resize_records(3);
+  records[0] = {30, -8};  // a's output, freed after b ran, listed first
+  records[1] = {10, 8};
+  records[2] = {20, 4};
+  auto names = std::make_shared<StepStats::PlanNames>();
+  names->items = {{"a", "Op", "a = Op(x)", 1, 1, 1, 0}, {"b", "Op", "b = Op(a)", 2, 2, 1, 0}};
+  names->fed = {{"x", "Placeholder", "x = Placeholder()", 0, 0, 1, 0}};
+  names->devices = {StepStats::intern("/cpu:0")};
+  st.base_ns = 1;
+  st.reserve_recorded(2);
+  const std::span<StepStats::RecordedNode> recorded = st.recorded_for_step(2);
+  recorded[0] = {.start_ns = 5,
+                 .end_ns = 15,
+                 .scheduled_ns = 2,
+                 .bytes_in_use_at_end = 8,
+                 .thread_id = 7,
+                 .item = 0,
+                 .records_begin = 0,
+                 .records_end = 2,
+                 .missing_outputs = false};
+  recorded[1] = {.start_ns = 16,
+                 .end_ns = 20,
+                 .scheduled_ns = 15,
+                 .bytes_in_use_at_end = 12,
+                 .thread_id = 7,
+                 .item = 1,
+                 .records_begin = 2,
+                 .records_end = 3,
+                 .missing_outputs = false};
+  st.set_recorded(names, StepStats::intern("cpu"), 3);
+  EXPECT_FALSE(st.empty());
+  EXPECT_EQ(st.held_bytes(),
+            3 * sizeof(NodeOutput) + 3 * sizeof(AllocationRecord) + 2 * sizeof(StepStats::RecordedNode));
+
+  const StepStats& read = st;
+  ASSERT_EQ(read.dev_stats().size(), 1u);
+  EXPECT_EQ(read.dev_stats()[0].device, "/cpu:0");
+  const auto& nodes = read.dev_stats()[0].node_stats;
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].node_name, "x");
+  EXPECT_EQ(nodes[0].all_start_ns, 1);
+  EXPECT_EQ(nodes[0].thread_id, 3u);
+  EXPECT_EQ(nodes[0].output[0].tensor_description.shape, Shape{1});
+  const NodeExecStats& a = nodes[1];
+  EXPECT_EQ(a.node_name, "a");
+  EXPECT_EQ(a.timeline_label, "a = Op(x)");
+  EXPECT_EQ(a.node_id, 1);
+  EXPECT_EQ(a.scheduled_ns, 2);
+  EXPECT_EQ(a.all_start_ns, 5);
+  EXPECT_EQ(a.all_end_rel_ns, 10);
+  EXPECT_EQ(a.thread_id, 7u);
+  EXPECT_EQ(a.output[0].tensor_description.shape, Shape{2});
+  ASSERT_EQ(a.memory.size(), 1u);
+  EXPECT_EQ(a.memory[0].allocator_name, "cpu");
+  ASSERT_EQ(a.memory[0].allocation_records.size(), 2u);
+  EXPECT_EQ(a.memory[0].allocation_records[0].alloc_ns, 10);  // in time order
+  EXPECT_EQ(a.memory[0].allocation_records[1].alloc_ns, 30);
+  EXPECT_EQ(a.memory[0].total_bytes, 8);
+  EXPECT_EQ(a.memory[0].peak_bytes, 8);
+  EXPECT_EQ(a.memory[0].live_bytes, 0);
+  EXPECT_EQ(a.memory[0].allocator_bytes_in_use, 8);
+  const NodeExecStats& b = nodes[2];
+  EXPECT_EQ(b.output[0].tensor_description.shape, Shape{3});
+  EXPECT_EQ(b.memory[0].live_bytes, 4);
+  EXPECT_EQ(b.memory[0].allocator_bytes_in_use, 12);
 }
 
 TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {
