@@ -225,24 +225,10 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   st.base_ns = 1;
   st.reserve_recorded(2);
   const std::span<StepStats::RecordedNode> recorded = st.recorded_for_step(2);
-  recorded[0] = {.start_ns = 5,
-                 .end_ns = 15,
-                 .scheduled_ns = 2,
-                 .bytes_in_use_at_end = 8,
-                 .thread_id = 7,
-                 .item = 0,
-                 .records_begin = 0,
-                 .records_end = 2,
-                 .missing_outputs = false};
-  recorded[1] = {.start_ns = 16,
-                 .end_ns = 20,
-                 .scheduled_ns = 15,
-                 .bytes_in_use_at_end = 12,
-                 .thread_id = 7,
-                 .item = 1,
-                 .records_begin = 2,
-                 .records_end = 3,
-                 .missing_outputs = false};
+  // Start, end, scheduled, the allocator's bytes in use at its end, thread, plan index, its
+  // allocation records [begin, end), missing outputs.
+  recorded[0] = {5, 15, 2, 8, 7, 0, 0, 2, false};
+  recorded[1] = {16, 20, 15, 12, 7, 1, 2, 3, false};
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
   EXPECT_EQ(st.held_bytes(),
