@@ -187,8 +187,8 @@ class StepStats {
   // arrays have grown to a step's size:
   // Forgets everything, as clear() does (a step recorded and never read included), but keeps
   // the devices' node lists (emptied) with their memory, and the output descriptions (see
-  // outputs_for_step). A StepStats with no memory of its
-  // own takes the spare arrays (see ~StepStats).
+  // outputs_for_step). A StepStats with no memory of its own takes the spare arrays (see
+  // ~StepStats).
   // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
   // next fresh StepStats' spare set (prepare_spare with SpareFor::kKeptSteps): this one had no
   // memory of its own and found the spare set empty although an earlier fresh StepStats traced

@@ -12,7 +12,7 @@
 namespace stepscope {
 
 std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
-  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // mapped in one call, then zeroed (see outputs_for_step)
+  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // mapped in one call, then zeroed
   prefault_pages(records.get(), n * sizeof(NodeRecord));
   std::fill_n(records.get(), n, NodeRecord{});
   return records;
@@ -75,7 +75,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   // 2. The step's allocation records grouped per node (a counting sort), written in place: node
   // p's are the StepStats' records [cursor[p - 1], cursor[p]). The threads' logs are stamped in ticks, the
   // other log (frees from elsewhere) in nanoseconds. Usually every event is the kernel
-  // allocator's; otherwise source[] keeps the event of each record, for its allocator.
+  // allocator's; otherwise sources[] has each record's allocator, its name and figure, taken now
+  // while the allocators are sure to be there.
   auto& cursor = cursor_;
   cursor.assign(static_cast<size_t>(n) + 1, 0);
   const AllocationRecorder::ThreadLog& other = recorder.other_log();
@@ -93,14 +94,23 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   for (int p = 0; p < n; ++p) cursor[p + 1] += cursor[p];
   const size_t num_events = static_cast<size_t>(cursor[n]);
   const std::span<AllocationRecord> allocation_records = stats.resize_records(num_events);
-  sources_.resize(one_allocator ? 0 : num_events);
-  const AllocationEvent** source = sources_.data();
+  auto& sources = sources_;
+  sources.resize(one_allocator ? 0 : num_events);
+  const Allocator* named = nullptr;  // the allocator whose name is in `name`
+  std::string_view name;
   auto place = [&](const AllocationRecorder::ThreadLog& log, bool ticks) {
     for (const AllocationEvent& e : log.events) {
       if (static_cast<uint32_t>(e.node) >= static_cast<uint32_t>(n)) continue;
       const int32_t at = cursor[e.node]++;
       allocation_records[at] = {ticks ? clock.ns(e.time_ns) : e.time_ns, e.bytes};
-      if (!one_allocator) source[at] = &e;
+      if (one_allocator) continue;
+      if (e.allocator != named) {
+        named = e.allocator;
+        name = StepStats::intern(e.allocator->name());
+      }
+      // The kernel's allocator was read when the node finished; another one at its event.
+      sources[at] = {e.allocator, name,
+                     e.allocator == kernel_allocator ? records[e.node].bytes_in_use_at_end : e.allocator_bytes_in_use};
     }
   };
   for (const auto* log : logs) place(*log, true);
@@ -125,31 +135,9 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
         .missing_outputs = r.missing_outputs != 0,
     };
   }
-  const std::string_view kernel_allocator_name = StepStats::intern(kernel_allocator->name());
-  if (one_allocator) {
-    stats.set_recorded(plan.shared_names(), kernel_allocator_name, current_thread_id());
-    return;
-  }
-  // Records of several allocators: each one's name and figures now, while the allocators are
-  // sure to be there, and the node entries made at once.
-  std::vector<StepStats::RecordSource> record_sources(num_events);
-  const Allocator* named = nullptr;  // the allocator whose name is in `name`
-  std::string_view name;
-  for (size_t i = 0; i < num_events; ++i) {
-    const AllocationEvent& e = *source[i];
-    if (e.allocator != named) {
-      named = e.allocator;
-      name = StepStats::intern(e.allocator->name());
-    }
-    record_sources[i] = {
-        .allocator = e.allocator,
-        .name = name,
-        // The kernel's allocator was read when the node finished; another one at its event.
-        .bytes_in_use =
-            e.allocator == kernel_allocator ? records[e.node].bytes_in_use_at_end : e.allocator_bytes_in_use,
-    };
-  }
-  stats.set_recorded(plan.shared_names(), kernel_allocator_name, current_thread_id(), record_sources);
+  // Where the records came from several allocators, the node entries are made at once.
+  static const std::string_view kernel_allocator_name = StepStats::intern(kernel_allocator->name());
+  stats.set_recorded(plan.shared_names(), kernel_allocator_name, current_thread_id(), sources);
 }
 
 }  // namespace stepscope
