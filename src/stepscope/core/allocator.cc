@@ -80,6 +80,24 @@ void AllocationRecorder::prepare(size_t events, size_t nodes) {
   recorder_pool().push_back(r);  // the next one acquire() gives
 }
 
+std::vector<std::span<const std::byte>> AllocationRecorder::expect(size_t events, size_t nodes) {
+  expected_events_ = std::min(events, kMaxKeptEvents);
+  expected_nodes_ = std::min(nodes, kMaxKeptEvents);
+  std::vector<std::span<const std::byte>> new_memory;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!active_.empty()) return new_memory;  // a thread took its log already
+  if (logs_.empty()) logs_.push_back(std::make_unique<ThreadLog>());
+  ThreadLog& log = *logs_.front();  // what thread_log() gives the first thread
+  auto grow = [&](auto& array, size_t n) {
+    if (array.capacity() >= n) return;
+    array.reserve(n);
+    new_memory.push_back(std::as_bytes(std::span(array.data(), n)));
+  };
+  grow(log.events, expected_events_);
+  grow(log.nodes, expected_nodes_);
+  return new_memory;
+}
+
 void AllocationRecorder::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   open_ = false;

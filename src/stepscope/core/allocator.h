@@ -67,11 +67,10 @@ class AllocationRecorder {
   // Before the recording's threads start: room in each thread's log for this many events and
   // nodes, made when the thread takes its log. A log that grows by doubling copies what it
   // holds and touches fresh memory for every copy; a big step's first trace would pay that on
-  // its own thread, while it runs.
-  void expect(size_t events, size_t nodes) {
-    expected_events_ = std::min(events, kMaxKeptEvents);
-    expected_nodes_ = std::min(nodes, kMaxKeptEvents);
-  }
+  // its own thread, while it runs. The log the first thread takes is made now: returned, its
+  // memory that is new (not yet written, where it grew), for the caller to have it mapped while
+  // the recording runs (empty where it had the room already).
+  std::vector<std::span<const std::byte>> expect(size_t events, size_t nodes);
   // Logs that grew past this are trimmed when their recorder goes back to the pool.
   static constexpr size_t kMaxKeptEvents = size_t{1} << 20;
   // Makes the next recorder acquire() gives have a log with that much room, mapped (its first

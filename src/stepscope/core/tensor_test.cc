@@ -287,9 +287,11 @@ TEST(Allocator, RecordingThreadsAppendToTheirOwnLogWithTheScopeTime) {
 
 // A recorder told how much a step will record gives each thread's log that room when the
 // thread takes it (no doubling and copying while the step runs), and forgets it when recycled.
+// The first thread's log is made by expect() itself: its new memory is returned, for the
+// caller to have mapped before that thread writes it.
 TEST(Allocator, RecorderGivesEachThreadLogTheRoomExpected) {
   AllocationRecorder* recorder = AllocationRecorder::acquire();
-  recorder->expect(5000, 2000);
+  const auto new_memory = recorder->expect(5000, 2000);
   AllocationRecorder::ThreadLog* log = nullptr;
   std::thread([&] {
     ScopedRecording scope(recorder, 1);
@@ -300,6 +302,17 @@ TEST(Allocator, RecorderGivesEachThreadLogTheRoomExpected) {
   EXPECT_EQ(log->events.size(), 2u);
   EXPECT_GE(log->events.capacity(), 5000u);
   EXPECT_GE(log->nodes.capacity(), 2000u);
+  // Unless a recycled log had that room already, it is the memory of the log the thread took.
+  for (const auto& span : new_memory) {
+    const bool events = span.data() == reinterpret_cast<const std::byte*>(log->events.data());
+    EXPECT_TRUE(events || span.data() == reinterpret_cast<const std::byte*>(log->nodes.data()));
+    EXPECT_EQ(span.size(), events ? 5000 * sizeof(AllocationEvent) : 2000 * sizeof(int32_t));
+  }
+  recorder->close();
+  recorder->recycle();
+  // Taken again from the pool, the log has the room: nothing new.
+  recorder = AllocationRecorder::acquire();
+  EXPECT_TRUE(recorder->expect(5000, 2000).empty());
   recorder->close();
   recorder->recycle();
   // Past what a recycled log keeps, the expectation is capped there.

@@ -4,7 +4,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
-#include <future>
 #include <optional>
 #include <span>
 #include <system_error>
@@ -18,6 +17,7 @@
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/internal/executor_plan.h"
+#include "stepscope/runtime/internal/step_room.h"
 #include "stepscope/runtime/step_clock.h"
 #include "stepscope/runtime/step_stats_builder.h"
 
@@ -415,64 +415,33 @@ StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   return sizes;
 }
 
-// Maps `room`, the memory a traced step writes (StepStats::room) where it is new: the step's
-// first trace into a RunMetadata is mostly fresh memory at ~1-2 µs a page on a VM, and one call
-// an array maps it for ~20% less than faults do. Before the step, an array a call; on a thread
-// that maps it while the step runs, in the order the step writes them: the first span whole (the
-// output descriptions, written from the step's start: ~85 ns a node to map on a VM, less than a
-// traced node takes), then a piece of each other span in turn (keeping ahead of the step's end),
-// each piece a whole number of pages long (no small array mapped a page a call, nor a page
-// twice).
-using StepRoom = std::vector<std::span<const std::byte>>;
-void map_room(const StepRoom& room, bool beside_the_step) {
-  if (!beside_the_step || room.empty()) {
-    for (const auto& span : room) prefault_pages(span.data(), span.size());
-    return;
-  }
-  prefault_pages(room[0].data(), room[0].size());
-  constexpr size_t kPieces = 64, kPage = 4096;
-  for (size_t k = 0; k < kPieces; ++k)
-    for (const auto& span : std::span(room).subspan(1)) {
-      const size_t piece = ((span.size() + kPieces - 1) / kPieces + kPage - 1) / kPage * kPage;
-      const size_t at = std::min(span.size(), k * piece);
-      prefault_pages(span.data() + at, std::min(piece, span.size() - at));
+// Has a traced step's new memory (see step_room.h) mapped and, where `needs_names`, the plan's
+// names made (each node's label, op type and device, interned; needed only by the first read of
+// the step's node entries). Where the step leaves a core idle, a thread there maps the room
+// while the step runs and then makes the names: the step does not wait for them (the thread may
+// outlive it, and maps the next steps' room first while it makes them). Otherwise both are done
+// here, before the step. Returns the mapping, which the step stops at its end (null where none
+// runs).
+std::shared_ptr<RoomMapping> map_room_and_name(const Executor::Plan& plan, bool needs_names, StepRoom room,
+                                               int cores_used, ThreadBeside& mapping) {
+  const bool worth_a_thread = core_left_idle(plan.items.size(), cores_used);
+  if (worth_a_thread && (needs_names || !room.empty())) {
+    auto beside = std::make_shared<RoomMapping>(std::move(room));
+    if (needs_names && plan.name_beside(beside)) return beside;
+    if (!beside->room().empty()) {
+      try {
+        mapping = ThreadBeside([beside] { beside->map(); });
+        if (needs_names) plan.names();
+        return beside;
+      } catch (const std::system_error&) {  // no thread to be had: mapped here instead
+      }
     }
-}
-
-// The plan's names (each node's label, op type and device, interned), which its first traced
-// step makes and needs only once the step is over. Where the executor leaves a core idle, a big
-// plan's are made there while the step runs: names() then blocks a reader until they are made,
-// and the ThreadBeside holds the thread (its destructor waits for it). That thread then maps `room`
-// (given once the step has reserved it; empty where it is not new): at 10^5 nodes the names
-// are done before the step is. Otherwise the names are made here, before the step.
-ThreadBeside name_plan(const Executor::Plan& plan, int cores_used, std::future<StepRoom> room) {
-  if (!plan.has_names() && core_left_idle(plan.items.size(), cores_used)) {
-    try {
-      return ThreadBeside([&plan, room = std::make_shared<std::future<StepRoom>>(std::move(room))] {
-        plan.names();
-        try {
-          map_room(room->get(), true);
-        } catch (const std::future_error&) {  // the step threw before giving it: nothing to do
-        }
-      });
-    } catch (const std::system_error&) {  // no thread to be had: made here instead
-    }
+    map_room_now(beside->room());
+  } else {
+    map_room_now(room);
   }
-  plan.names();
-  return {};
-}
-
-// A traced step's new room (a fresh RunMetadata whose plan has its names already), mapped by a
-// core the step leaves idle while it runs, or here, before the step.
-ThreadBeside map_new_room(StepRoom room, size_t items, int cores_used) {
-  if (core_left_idle(items, cores_used)) {
-    try {
-      return ThreadBeside([room = std::move(room)] { map_room(room, true); });
-    } catch (const std::system_error&) {  // no thread to be had: mapped here instead
-    }
-  }
-  map_room(room, false);
-  return {};
+  if (needs_names) plan.names();
+  return nullptr;
 }
 
 }  // namespace
@@ -511,7 +480,7 @@ void Executor::prepare_traced_steps(Plan& plan) const {
 // time between them. Where there is not (the step before came sooner after the one before it
 // than the last set took to make), making the next set would fight the next step for the
 // kernel's page faults, and the core maps each step's own new memory beside it instead
-// (map_new_room): measured at 10^5 nodes, back to back, 15 ms for a step given a set made
+// (map_room_and_name): measured at 10^5 nodes, back to back, 15 ms for a step given a set made
 // ahead but 33-36 ms for the one after, against 21 ms for every step with its memory mapped
 // beside it.
 void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items, int64_t gap_ns) {
@@ -603,42 +572,38 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
 
   StepStats* stats = nullptr;
   StepClock::Point start{};
-  ThreadBeside naming;   // the plan's names, made beside a first traced step
-  ThreadBeside mapping;  // or the step's new room, mapped beside it
-  // For the thread that makes them: the room the step's end will write (made only for a plan's
-  // first traced step: a promise allocates). Declared after `naming`, so that a step that
-  // throws before giving it breaks the promise (and frees that thread) before naming's
-  // destructor waits for the thread.
-  std::optional<std::promise<StepRoom>> room;
+  ThreadBeside mapping;  // the step's new memory, mapped beside it
+  // Stopped as the step ends (or throws), before `mapping` waits for its thread.
+  struct StopMapping {
+    std::shared_ptr<RoomMapping> beside;
+    ~StopMapping() {
+      if (beside) beside->stop();
+    }
+  } room_mapping;
   bool spare_wanted = false;  // see StepStats::reuse_for_step
   int64_t traced_gap_ns = 0;  // since the last traced step of this executor ended
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
     s.trace = true;
-    const int cores_used = this->cores_used();
-    if (!plan->has_names() && !plan->preparing()) naming = name_plan(*plan, cores_used, room.emplace().get_future());
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
     // thread runs them: room not written is not memory used.
-    s.recorder->expect(2 * num_items, num_items);
+    StepRoom room;
+    room.early = s.recorder->expect(2 * num_items, num_items);
     stats = &metadata->step_stats;
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     const StepStatsBuilder::Begun begun = buf->trace.begin(*plan, *stats, start);
-    if (naming.started()) {
-      // That thread makes the names first: the step maps the output descriptions it writes
-      // from its start itself.
-      StepRoom new_room = begun.new_room ? stats->room() : StepRoom{};
-      if (!new_room.empty()) {
-        prefault_pages(new_room[0].data(), new_room[0].size());
-        new_room.erase(new_room.begin());
-      }
-      room->set_value(std::move(new_room));
-    } else if (begun.new_room) {
-      mapping = map_new_room(stats->room(), num_items, cores_used);
+    if (begun.new_room) {  // the output descriptions, written from the step's start; the rest at its end
+      const auto spans = stats->room();
+      room.early.insert(room.early.begin(), spans.front());
+      room.late.assign(spans.begin() + 1, spans.end());
     }
+    const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);
+    if (!slots.new_records.empty()) room.early.push_back(slots.new_records);
+    room_mapping.beside =
+        map_room_and_name(*plan, !plan->has_names() && !plan->preparing(), std::move(room), cores_used(), mapping);
     spare_wanted = begun.spare_wanted;
     traced_gap_ns = start.ns - last_traced_end_ns_.load(std::memory_order_relaxed);
-    const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);
     s.records = slots.records;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
@@ -707,10 +672,8 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.recorder->close();
     const StepClock::Point end = StepClock::Point::now();
     if (trace_devices) stop_device_tracers();
-    // finish() waits for the names where it needs them (once the step's allocation records are
-    // grouped). Should making them have failed on the other thread, finish() made them again or
-    // threw: what that thread threw is left in its future.
     buf->trace.finish(*plan, *s.recorder, StepClock(start, end), *stats);
+    if (room_mapping.beside) std::exchange(room_mapping.beside, nullptr)->stop();  // all written
     s.recorder->recycle();
     if (trace_devices) collect_device_tracers(*stats);
     if (spare_wanted) make_spare_beside(stats->reserved_sizes(), num_items, traced_gap_ns);

@@ -226,9 +226,10 @@ TEST(Executor, StepStatsBuiltByHand) {
             stats.dev_stats()[0].node_stats[99].referenced_tensor.data());
 }
 
-// A big plan's names (labels, op types) are made by its first traced step on a core the
-// executor leaves idle, beside the step (one inter-op thread here; ThreadSanitizer runs this
-// test). Two first traced steps at once: one makes them, the other waits for them.
+// A big plan's names (labels, op types) are made on a core the executor leaves idle, beside its
+// first traced step (one inter-op thread here; ThreadSanitizer runs this test), once the thread
+// there has mapped the step's new memory. Two first traced steps at once: one starts that
+// thread, the other asks it to map its memory too; their readers wait for the names.
 TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   Graph g;
   Scope s(g);
@@ -256,9 +257,40 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   }
 }
 
+// A big plan's first traced step does not wait for its names: the first read of its node
+// entries does, even after the session has gone (the plan waits for the thread that makes
+// them). The traced steps that come meanwhile, each into a new RunMetadata, have that thread
+// map their memory first; every one is whole.
+TEST(Executor, ABigPlansFirstTracedStepsAreReadOnceItsNamesAreMade) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{4});
+  Output y = add_one_chain(s, x, 20000);
+  const FeedList feeds{{x, Tensor(DType::kFloat32, Shape{4})}};
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  std::vector<RunMetadata> md(4);
+  {
+    Session sess(g, {.inter_op_threads = 1});
+    sess.run(feeds, {y});  // the plan, untraced: no names yet
+    for (RunMetadata& m : md) sess.run(feeds, {y}, {}, opts, &m);
+  }
+  for (const RunMetadata& m : md) {
+    const auto nodes = ran_nodes(m.step_stats.dev_stats().at(0));
+    ASSERT_EQ(nodes.size(), 20000u);
+    EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
+    EXPECT_EQ(nodes[19999].timeline_label,
+              std::string(nodes[19999].node_name) + " = TestAddOne(" + std::string(nodes[19998].node_name) + ")");
+    ASSERT_EQ(nodes[19999].memory.size(), 1u);
+    EXPECT_EQ(nodes[19999].memory[0].total_bytes, 16);
+    ASSERT_EQ(nodes[19999].output.size(), 1u);
+    EXPECT_EQ(nodes[19999].output[0].tensor_description.shape, Shape{4});
+  }
+}
+
 // Traced steps of a big plan into RunMetadata that all stay alive: each step's arrays are new
 // memory (no spare arrays to be had), which a core the step leaves idle maps while it runs
-// (map_new_room). Every step is whole, each in its own arrays; one step with the spare arrays
+// (map_room_and_name). Every step is whole, each in its own arrays; one step with the spare arrays
 // (the kept ones gone) is too.
 TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
   Graph g;
@@ -391,7 +423,7 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   EXPECT_TRUE(spare_wanted);
 }
 
-// The thread that makes a big plan's names then faults in what the step's end writes. A first
+// The thread that makes a big plan's names first maps what the step writes. A first
 // traced step that fails on its last node still records every node that ran, with its memory;
 // the next traced step is whole.
 TEST(Executor, ABigPlansFirstTracedStepThatFailsRecordsWhatRan) {

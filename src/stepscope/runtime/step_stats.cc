@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -533,20 +534,40 @@ std::span<StepStats::RecordedNode> StepStats::recorded_for_step(size_t n) {
   return recorded_;
 }
 
+void StepStats::PlanNames::wait_until_made() const {
+  for (int s = state.load(std::memory_order_acquire); s != kMade; s = state.load(std::memory_order_acquire)) {
+    if (s == kFailed)
+      throw std::runtime_error(
+          "a traced step's node entries cannot be made: making its plan's names failed (out of memory?); the "
+          "plan makes them again at its next traced step");
+    state.wait(s, std::memory_order_acquire);
+  }
+}
+
 void StepStats::set_recorded(std::shared_ptr<const PlanNames> names, std::string_view kernel_allocator_name,
                              uint32_t caller_thread, std::span<RecordSource> sources) {
   names_ = std::move(names);
   kernel_allocator_name_ = kernel_allocator_name;
   caller_thread_ = caller_thread;
-  if (sources.empty())
+  if (sources.empty()) {
     unbuilt_.store(true, std::memory_order_release);
-  else
-    make_node_entries(sources);
+    return;
+  }
+  names_->wait_until_made();
+  make_node_entries(sources);
 }
 
 void StepStats::build_nodes() const {
-  std::lock_guard<std::mutex> lock(build_mutex);
+  std::unique_lock<std::mutex> lock(build_mutex);
   if (!unbuilt_.load(std::memory_order_relaxed)) return;  // another reader made them
+  if (!names_->made()) {
+    // Waited for without the lock, which other steps' first reads take.
+    const std::shared_ptr<const PlanNames> names = names_;
+    lock.unlock();
+    names->wait_until_made();
+    lock.lock();
+    if (!unbuilt_.load(std::memory_order_relaxed)) return;
+  }
   // Changes only mutable members: the node lists and the arrays their entries view.
   const_cast<StepStats*>(this)->make_node_entries({});
   unbuilt_.store(false, std::memory_order_release);

@@ -229,9 +229,20 @@ class StepStats {
     std::string_view name, op_type, timeline_label;
     int32_t node_id, output_base, num_outputs, device;
   };
+  // A plan's first traced step may be over before its names are made (on a thread beside it,
+  // which maps the step's new memory first): a reader of the step's node entries waits for them.
   struct PlanNames {
     std::vector<ItemNames> items, fed;  // fed: the nodes whose outputs the caller fed
     std::vector<std::string_view> devices;
+    enum State : int { kMaking, kMade, kFailed };
+    std::atomic<int> state{kMaking};  // kFailed until made again (the plan retries)
+    bool made() const { return state.load(std::memory_order_acquire) == kMade; }
+    // Throws std::runtime_error where making them failed (out of memory).
+    void wait_until_made() const;
+    void set_state(State s) {
+      state.store(s, std::memory_order_release);
+      state.notify_all();
+    }
   };
   // The allocator of an allocation record, for a step whose records are not all the kernels'
   // allocator's (then the node entries are made at once: the allocators may not outlive the step).

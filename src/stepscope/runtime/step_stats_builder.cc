@@ -11,10 +11,9 @@
 
 namespace stepscope {
 
-std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
-  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // mapped in one call, then zeroed
-  prefault_pages(records.get(), n * sizeof(NodeRecord));
-  std::fill_n(records.get(), n, NodeRecord{});
+std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n, bool mapped) {
+  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // default-initialized: not written
+  if (mapped) prefault_pages(records.get(), n * sizeof(NodeRecord));
   return records;
 }
 
@@ -37,13 +36,17 @@ StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, Step
 }
 
 StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, StepStats& stats) {
+  std::span<const std::byte> new_records;
   if (!records_) {
     records_ = plan.take_prepared_records();
-    if (!records_) records_ = make_records(plan.items.size());
+    if (!records_) {
+      records_ = make_records(plan.items.size(), false);
+      new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
+    }
   }
   // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
   // its view needs no copy.
-  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data()};
+  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,
@@ -117,8 +120,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   place(other, false);
 
   // 3. The nodes as recorded, in start order, times in nanoseconds: the StepStats makes their
-  // node entries when they are first read (the plan's names, which a plan's first traced step
-  // may have made on another thread meanwhile, are waited for here).
+  // node entries when they are first read, with the plan's names (which a thread beside a plan's
+  // first traced step may still be making: the first read waits for them).
   const std::span<StepStats::RecordedNode> recorded = stats.recorded_for_step(order.size());
   for (size_t k = 0; k < order.size(); ++k) {
     const int32_t p = order[k];
@@ -137,7 +140,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   }
   // Where the records came from several allocators, the node entries are made at once.
   static const std::string_view kernel_allocator_name = StepStats::intern(kernel_allocator->name());
-  stats.set_recorded(plan.shared_names(), kernel_allocator_name, current_thread_id(), sources);
+  stats.set_recorded(plan.names_to_come(), kernel_allocator_name, current_thread_id(), sources);
 }
 
 }  // namespace stepscope

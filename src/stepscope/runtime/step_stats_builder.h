@@ -11,8 +11,10 @@
 // keeps its memory from the step it held before.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -75,15 +77,18 @@ class StepStatsBuilder {
   struct Slots {
     NodeRecord* records;  // per plan item
     NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+    // The records where they were made now (a plan's first traced step, unless they were made
+    // ahead), not mapped: the caller has them mapped with the room, as it does the outputs.
+    std::span<const std::byte> new_records;
   };
-  // Then, once the caller has the room's mapping under way where it is new (a thread beside the
-  // step maps it, the output descriptions first, while the step writes them): the slots.
+  // Then the slots: the output descriptions are the room's (StepStats::room).
   Slots slots(const Executor::Plan& plan, StepStats& stats);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
-  // The records of a plan of n items, mapped and zeroed (what a builder's first traced step
-  // makes, unless its plan has them made ahead).
-  static std::unique_ptr<NodeRecord[]> make_records(size_t n);
+  // The records of a plan of n items (what a builder's first traced step makes, unless its plan
+  // has them made ahead), mapped where asked. Not initialized: a step writes the record of every
+  // node it runs, and reads no other.
+  static std::unique_ptr<NodeRecord[]> make_records(size_t n, bool mapped);
 
  private:
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)

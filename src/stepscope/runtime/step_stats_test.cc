@@ -3,8 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <initializer_list>
 #include <memory>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 namespace stepscope {
 namespace {
@@ -222,6 +228,7 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   names->items = {{"a", "Op", "a = Op(x)", 1, 1, 1, 0}, {"b", "Op", "b = Op(a)", 2, 2, 1, 0}};
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 0, 0, 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
+  names->set_state(StepStats::PlanNames::kMade);
   st.base_ns = 1;
   st.reserve_recorded(2);
   const std::span<StepStats::RecordedNode> recorded = st.recorded_for_step(2);
@@ -265,6 +272,51 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   EXPECT_EQ(b.output[0].tensor_description.shape, Shape{3});
   EXPECT_EQ(b.memory[0].live_bytes, 4);
   EXPECT_EQ(b.memory[0].allocator_bytes_in_use, 12);
+}
+
+// A plan's first traced step may end before its names are made (on the thread beside it): the
+// first read waits for them, the copy's too; where making them failed, reading says so, and
+// reads once they are made again.
+TEST(StepStats, TheFirstReadWaitsForThePlansNames) {
+  auto names = std::make_shared<StepStats::PlanNames>();
+  auto record = [&](StepStats& st) {
+    st.reuse_for_step();
+    st.reserve(1, 0, 0);
+    st.outputs_for_step(1)[0] = {};
+    st.resize_records(0);
+    st.reserve_recorded(1);
+    st.recorded_for_step(1)[0] = {5, 15, 2, 0, 7, 0, 0, 0, false};
+    st.set_recorded(names, StepStats::intern("cpu"), 3);
+  };
+  StepStats failed;
+  record(failed);
+  names->set_state(StepStats::PlanNames::kFailed);
+  try {
+    (void)failed.dev_stats();
+    ADD_FAILURE() << "read without names";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("making its plan's names failed"), std::string::npos) << e.what();
+  }
+
+  names->set_state(StepStats::PlanNames::kMaking);  // made again, by another thread
+  StepStats st;
+  record(st);
+  const StepStats copy = st;
+  std::atomic<bool> made{false};
+  std::thread maker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    names->items = {{"a", "Op", "a = Op()", 1, 0, 1, 0}};
+    names->devices = {StepStats::intern("/cpu:0")};
+    made.store(true);
+    names->set_state(StepStats::PlanNames::kMade);
+  });
+  for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy, &failed}) {
+    ASSERT_EQ(read->dev_stats().size(), 1u);
+    EXPECT_TRUE(made.load());
+    ASSERT_EQ(read->dev_stats()[0].node_stats.size(), 1u);
+    EXPECT_EQ(read->dev_stats()[0].node_stats[0].timeline_label, "a = Op()");
+  }
+  maker.join();
 }
 
 TEST(StepStats, ViewsThatNodesHoldFollowTheArraysWhenTheyGrow) {

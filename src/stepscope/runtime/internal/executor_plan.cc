@@ -278,4 +278,71 @@ int Executor::num_cached_plans() const {
   return static_cast<int>(cache_.size());
 }
 
+// The plan's names (see names()), into names_table_.
+void Executor::Plan::make_names() const {
+  // The labels are written back to back into one buffer (Node::timeline_label's text, no
+  // allocation a label) and interned as one string: one hash over the buffer instead of a
+  // table probe a label (a cache miss each on a big graph). A label starts with the node's
+  // name, so the name is a view into it. Op types repeat: each is interned when it differs
+  // from the one before.
+  std::string labels;
+  labels.reserve(items.size() * 48);
+  struct Label {
+    size_t end, name_size;     // in `labels`: where the label ends, how much of it is the name
+    std::string_view op_type;  // the node's own
+  };
+  std::vector<Label> written;
+  written.reserve(items.size());
+  std::vector<NodeLabelInput> inputs;
+  const size_t n = items.size();
+  for (size_t i = 0; i < n; ++i) {
+    // The names are made beside a first traced step, which may be over before them: the next
+    // traced step may ask this thread to map its new memory meanwhile (see name_beside).
+    if (i % 256 == 0) map_what_was_asked();
+    // A big graph's nodes are far apart in memory, and this loop waited on their cache misses
+    // (~230 ns a node at 10^6): their lines are asked for 16 items ahead, and once there, 8
+    // ahead, the name's and the inputs' (in Node's layout, name_ and inputs_ lie in its first 96 bytes).
+    if (i + 16 < n) {
+      const char* far = reinterpret_cast<const char*>(items[i + 16].node);
+      __builtin_prefetch(far);
+      __builtin_prefetch(far + 48);
+      __builtin_prefetch(far + 95);
+    }
+    if (i + 8 < n) {
+      const Node* near = items[i + 8].node;
+      __builtin_prefetch(near->name().data());
+      __builtin_prefetch(near->inputs().data());
+    }
+    const Item& item = items[i];
+    inputs.clear();
+    for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
+    append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
+    written.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
+  }
+  const std::string_view interned = StepStats::intern(std::move(labels));
+  std::string_view op_type, interned_op_type;
+  StepStats::PlanNames& table = *names_table_;
+  table.items.clear();  // what a failed try left
+  table.fed.clear();
+  table.devices.clear();
+  table.items.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    const size_t begin = i ? written[i - 1].end : 0;
+    const std::string_view label = interned.substr(begin, written[i].end - begin);
+    if (written[i].op_type != op_type) {
+      op_type = written[i].op_type;
+      interned_op_type = StepStats::intern(op_type);
+    }
+    table.items.push_back({label.substr(0, written[i].name_size), interned_op_type, label, item.node_id,
+                           item.output_base, item.num_outputs, item.device});
+  }
+  for (const auto& d : devices) table.devices.push_back(StepStats::intern(d));
+  // A fed node computed nothing in the step: its label names no inputs.
+  for (const FedNode& f : fed_nodes)
+    table.fed.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
+                         StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
+                         f.first_slot, f.num_slots, f.device});
+}
+
 }  // namespace stepscope

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "stepscope/base/thread_beside.h"
@@ -17,6 +19,7 @@
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/device.h"
 #include "stepscope/runtime/executor.h"
+#include "stepscope/runtime/internal/step_room.h"
 #include "stepscope/runtime/step_stats.h"
 #include "stepscope/runtime/step_stats_builder.h"
 
@@ -111,74 +114,50 @@ struct Executor::Plan {
   static_assert(sizeof(Names) == 64);
   const std::vector<Names>& names() const {
     std::call_once(names_once_, [this] {
-      // The labels are written back to back into one buffer (Node::timeline_label's text, no
-      // allocation a label) and interned as one string: one hash over the buffer instead of a
-      // table probe a label (a cache miss each on a big graph). A label starts with the node's
-      // name, so the name is a view into it. Op types repeat: each is interned when it differs
-      // from the one before.
-      std::string labels;
-      labels.reserve(items.size() * 48);
-      struct Label {
-        size_t end, name_size;     // in `labels`: where the label ends, how much of it is the name
-        std::string_view op_type;  // the node's own
-      };
-      std::vector<Label> written;
-      written.reserve(items.size());
-      std::vector<NodeLabelInput> inputs;
-      const size_t n = items.size();
-      for (size_t i = 0; i < n; ++i) {
-        // A big graph's nodes are far apart in memory, and this loop waited on their cache misses
-        // (~230 ns a node at 10^6): their lines are asked for 16 items ahead, and once there, 8
-        // ahead, the name's and the inputs' (in Node's layout, name_ and inputs_ lie in its first 96 bytes).
-        if (i + 16 < n) {
-          const char* far = reinterpret_cast<const char*>(items[i + 16].node);
-          __builtin_prefetch(far);
-          __builtin_prefetch(far + 48);
-          __builtin_prefetch(far + 95);
-        }
-        if (i + 8 < n) {
-          const Node* near = items[i + 8].node;
-          __builtin_prefetch(near->name().data());
-          __builtin_prefetch(near->inputs().data());
-        }
-        const Item& item = items[i];
-        inputs.clear();
-        for (const Output& in : item.node->inputs()) inputs.push_back({.node = in.node->name(), .output = in.index});
-        append_node_label(labels, item.node->name(), item.node->op_type(), inputs);
-        written.push_back({labels.size(), item.node->name().size(), item.node->op_type()});
+      try {
+        make_names();
+      } catch (...) {
+        names_table_->set_state(StepStats::PlanNames::kFailed);  // readers waiting for them give up
+        throw;                                                   // and the next call makes them again
       }
-      const std::string_view interned = StepStats::intern(std::move(labels));
-      std::string_view op_type, interned_op_type;
-      StepStats::PlanNames& table = *names_table_;
-      table.items.reserve(items.size());
-      for (size_t i = 0; i < items.size(); ++i) {
-        const Item& item = items[i];
-        const size_t begin = i ? written[i - 1].end : 0;
-        const std::string_view label = interned.substr(begin, written[i].end - begin);
-        if (written[i].op_type != op_type) {
-          op_type = written[i].op_type;
-          interned_op_type = StepStats::intern(op_type);
-        }
-        table.items.push_back({label.substr(0, written[i].name_size), interned_op_type, label, item.node_id,
-                               item.output_base, item.num_outputs, item.device});
-      }
-      for (const auto& d : devices) table.devices.push_back(StepStats::intern(d));
-      // A fed node computed nothing in the step: its label names no inputs.
-      for (const FedNode& f : fed_nodes)
-        table.fed.push_back({StepStats::intern(f.node->name()), StepStats::intern(f.node->op_type()),
-                             StepStats::intern(format_node_label(f.node->name(), f.node->op_type(), {})), f.node->id(),
-                             f.first_slot, f.num_slots, f.device});
-      named_.store(true, std::memory_order_release);
+      names_table_->set_state(StepStats::PlanNames::kMade);
     });
     return names_table_->items;
   }
-  // The same, with the names of the fed nodes and devices, for a StepStats to keep.
-  std::shared_ptr<const StepStats::PlanNames> shared_names() const {
-    names();
-    return names_table_;
-  }
+  // The names, made or not: what a traced step's StepStats keep, to read once they are made (a
+  // first traced step does not wait for names made beside it).
+  std::shared_ptr<const StepStats::PlanNames> names_to_come() const { return names_table_; }
   // Whether names() has been made (a first traced step may make them on another thread).
-  bool has_names() const { return named_.load(std::memory_order_acquire); }
+  bool has_names() const { return names_table_->made(); }
+  // Has the names made on a thread beside the caller's step, once it has mapped the step's new
+  // memory (`room`, which the step stops at its end). Where another step's thread is making
+  // them, that thread maps `room` first (it looks for such work as it makes them). Returns false
+  // where no thread is to be had (then nothing was done). The thread may outlive the step; the
+  // plan waits for it when it goes.
+  bool name_beside(std::shared_ptr<RoomMapping> room) const {
+    if (naming_claimed_.exchange(true, std::memory_order_acq_rel)) {
+      std::lock_guard<std::mutex> lock(naming_mutex_);
+      mapping_asked_ = std::move(room);  // one asked before and not taken yet: its step is over
+      mapping_was_asked_.store(true, std::memory_order_release);
+      return true;
+    }
+    try {
+      std::lock_guard<std::mutex> lock(naming_mutex_);  // a failed thread's successor may come soon
+      naming_ = ThreadBeside([this, room = std::move(room)] {
+        room->map();
+        try {
+          names();
+        } catch (...) {  // readers were told (kFailed); a later traced step starts another thread
+          naming_claimed_.store(false, std::memory_order_release);
+        }
+        map_what_was_asked();
+      });
+      return true;
+    } catch (const std::system_error&) {
+      naming_claimed_.store(false, std::memory_order_release);
+      return false;
+    }
+  }
   const std::vector<Names>& fed_names() const {
     names();
     return names_table_->fed;
@@ -203,21 +182,39 @@ struct Executor::Plan {
   bool preparing() const { return !preparation.done(); }
   void prepare_records() const {
     if (records_.load(std::memory_order_acquire)) return;
-    delete[] records_.exchange(StepStatsBuilder::make_records(items.size()).release(), std::memory_order_acq_rel);
+    delete[] records_.exchange(StepStatsBuilder::make_records(items.size(), true).release(), std::memory_order_acq_rel);
   }
   std::unique_ptr<NodeRecord[]> take_prepared_records() const {
     return std::unique_ptr<NodeRecord[]>(records_.exchange(nullptr, std::memory_order_acq_rel));
   }
 
   ~Plan() {
-    preparation.join();  // it reads the plan
+    preparation.join();  // they read the plan
+    naming_.join();
     delete spare_.load();
     delete[] records_.load();
   }
 
  private:
+  void make_names() const;
+  // The room another step asked the naming thread to map (see name_beside), if any.
+  void map_what_was_asked() const {
+    if (!mapping_was_asked_.load(std::memory_order_acquire)) return;
+    std::shared_ptr<RoomMapping> room;
+    {
+      std::lock_guard<std::mutex> lock(naming_mutex_);
+      room = std::move(mapping_asked_);
+      mapping_was_asked_.store(false, std::memory_order_relaxed);
+    }
+    if (room) room->map();
+  }
+
   mutable std::once_flag names_once_;
-  mutable std::atomic<bool> named_{false};
+  mutable std::mutex naming_mutex_;
+  mutable ThreadBeside naming_;  // see name_beside
+  mutable std::shared_ptr<RoomMapping> mapping_asked_;
+  mutable std::atomic<bool> mapping_was_asked_{false};
+  mutable std::atomic<bool> naming_claimed_{false};
   const std::shared_ptr<StepStats::PlanNames> names_table_ = std::make_shared<StepStats::PlanNames>();
   mutable std::atomic<StepBuffers*> spare_{nullptr};
   mutable std::atomic<NodeRecord*> records_{nullptr};  // made ahead, for a StepStatsBuilder to take
