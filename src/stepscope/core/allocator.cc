@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/huge_pages.h"
@@ -80,7 +81,13 @@ void AllocationRecorder::prepare(size_t events, size_t nodes) {
   recorder_pool().push_back(r);  // the next one acquire() gives
 }
 
+namespace {
+// The most a recorder's first log is grown to ahead of a step (~1.5 GB of events).
+constexpr size_t kMostEventsAhead = size_t{1} << 25;
+}  // namespace
+
 std::vector<std::span<const std::byte>> AllocationRecorder::expect(size_t events, size_t nodes) {
+  // The other threads' logs are given a share of the step's at most (each records a part of it).
   expected_events_ = std::min(events, kMaxKeptEvents);
   expected_nodes_ = std::min(nodes, kMaxKeptEvents);
   std::vector<std::span<const std::byte>> new_memory;
@@ -93,8 +100,9 @@ std::vector<std::span<const std::byte>> AllocationRecorder::expect(size_t events
     array.reserve(n);
     new_memory.push_back(std::as_bytes(std::span(array.data(), n)));
   };
-  grow(log.events, expected_events_);
-  grow(log.nodes, expected_nodes_);
+  // The first thread's log is given the whole step's room: on one thread it records all of it.
+  grow(log.events, std::min(events, kMostEventsAhead));
+  grow(log.nodes, std::min(nodes, kMostEventsAhead));
   return new_memory;
 }
 
@@ -107,9 +115,16 @@ void AllocationRecorder::close() {
 void AllocationRecorder::recycle() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // A big log is kept where its step filled half of it or more: the next step of that plan
+    // (a traced step of a million nodes records two million events, 96 MB) finds it mapped.
     auto reset = [](ThreadLog& log) {
-      if (log.events.capacity() > kMaxKeptEvents) log.events = {};
-      if (log.nodes.capacity() > kMaxKeptEvents) log.nodes = {};
+      auto trim = [](auto& array) {
+        // (Not `array = {}`: that assigns an empty list, and keeps the memory.)
+        if (array.capacity() > kMaxKeptEvents && array.size() < array.capacity() / 2)
+          array = std::remove_reference_t<decltype(array)>();
+      };
+      trim(log.events);
+      trim(log.nodes);
       log.events.clear();
       log.nodes.clear();
     };
