@@ -226,6 +226,17 @@ TEST(Executor, StepStatsBuiltByHand) {
             stats.dev_stats()[0].node_stats[99].referenced_tensor.data());
 }
 
+// A traced step of add_one_chain(x, n): every node ran, each labelled with its input.
+void expect_whole_chain(const StepStats& stats, size_t n) {
+  const auto nodes = ran_nodes(stats.dev_stats().at(0));
+  ASSERT_EQ(nodes.size(), n);
+  EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
+  const NodeExecStats& last = nodes[n - 1];
+  EXPECT_EQ(last.timeline_label,
+            std::string(last.node_name) + " = TestAddOne(" + std::string(nodes[n - 2].node_name) + ")");
+  EXPECT_EQ(last.op_type, "TestAddOne");
+}
+
 // A big plan's names (labels, op types) are made on a core the executor leaves idle, beside its
 // first traced step (one inter-op thread here; ThreadSanitizer runs this test), once the thread
 // there has mapped the step's new memory. Two first traced steps at once: one starts that
@@ -246,12 +257,7 @@ TEST(Executor, ABigPlansFirstTracedStepsNameItsNodesBesideThem) {
   sess.run(feeds, {y}, {}, opts, &md[0]);
   other.join();
   for (const RunMetadata& m : md) {
-    const auto nodes = ran_nodes(m.step_stats.dev_stats().at(0));
-    ASSERT_EQ(nodes.size(), 10000u);
-    EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
-    EXPECT_EQ(nodes[9999].timeline_label,
-              std::string(nodes[9999].node_name) + " = TestAddOne(" + std::string(nodes[9998].node_name) + ")");
-    EXPECT_EQ(nodes[9999].op_type, "TestAddOne");
+    expect_whole_chain(m.step_stats, 10000);
     ASSERT_EQ(m.partition_graphs.size(), 1u);
     EXPECT_EQ(m.partition_graphs[0].node_names.size(), 10000u);
   }
@@ -276,11 +282,8 @@ TEST(Executor, ABigPlansFirstTracedStepsAreReadOnceItsNamesAreMade) {
     for (RunMetadata& m : md) sess.run(feeds, {y}, {}, opts, &m);
   }
   for (const RunMetadata& m : md) {
+    expect_whole_chain(m.step_stats, 20000);
     const auto nodes = ran_nodes(m.step_stats.dev_stats().at(0));
-    ASSERT_EQ(nodes.size(), 20000u);
-    EXPECT_EQ(nodes[0].timeline_label, std::string(nodes[0].node_name) + " = TestAddOne(x)");
-    EXPECT_EQ(nodes[19999].timeline_label,
-              std::string(nodes[19999].node_name) + " = TestAddOne(" + std::string(nodes[19998].node_name) + ")");
     ASSERT_EQ(nodes[19999].memory.size(), 1u);
     EXPECT_EQ(nodes[19999].memory[0].total_bytes, 16);
     ASSERT_EQ(nodes[19999].output.size(), 1u);
