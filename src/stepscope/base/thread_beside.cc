@@ -194,3 +194,12 @@ int ThreadBeside::parked() {
 }
 
 }  // namespace stepscope
+
+namespace stepscope {
+
+unsigned hardware_cores() {
+  static const unsigned cores = std::thread::hardware_concurrency();
+  return cores;
+}
+
+}  // namespace stepscope

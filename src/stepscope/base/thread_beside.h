@@ -51,4 +51,8 @@ class ThreadBeside {
   std::shared_ptr<std::atomic<bool>> done_;
 };
 
+// std::thread::hardware_concurrency(), asked once: it reads a file of /sys each time (~10 µs a
+// call on this workplace's VMs).
+unsigned hardware_cores();
+
 }  // namespace stepscope

@@ -14,10 +14,10 @@
 
 #include "stepscope/base/clock.h"
 #include "stepscope/base/huge_pages.h"
+#include "stepscope/base/mapping_ahead.h"
 #include "stepscope/graph/kernel_context.h"
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/internal/executor_plan.h"
-#include "stepscope/runtime/internal/step_room.h"
 #include "stepscope/runtime/step_clock.h"
 #include "stepscope/runtime/step_stats_builder.h"
 
@@ -106,7 +106,7 @@ Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, s
     throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
                                ") and intra_op_threads (" + std::to_string(intra_op_threads) +
                                ") must be >= 0 (0 = one per core)");
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 0) threads = static_cast<int>(std::max(1u, hardware_cores()));
   if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads - 1);
   if (intra_op_threads == 0 || intra_op_threads == threads) {
     intra_op_pool_ = pool_.get();
@@ -399,9 +399,7 @@ namespace {
 constexpr size_t kItemsWorthAThread = 1000;
 
 bool core_left_idle(size_t items, int cores_used) {
-  // Asked once: it reads a file of /sys each time (~10 µs on this workplace's VMs).
-  static const unsigned cores = std::thread::hardware_concurrency();
-  return items >= kItemsWorthAThread && static_cast<unsigned>(cores_used) < cores;
+  return items >= kItemsWorthAThread && static_cast<unsigned>(cores_used) < hardware_cores();
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
@@ -417,19 +415,19 @@ StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   return sizes;
 }
 
-// Has a traced step's new memory (see step_room.h) mapped and, where `needs_names`, the plan's
+// Has a traced step's new memory (see mapping_ahead.h) mapped and, where `needs_names`, the plan's
 // names made (each node's label, op type and device, interned; needed only by the first read of
 // the step's node entries). Where the step leaves a core idle, a thread there maps the room
 // while the step runs and then makes the names: the step does not wait for them (the thread may
 // outlive it, and maps the next steps' room first while it makes them). Otherwise both are done
 // here, before the step. Returns the mapping, which the step stops at its end (null where none
 // runs).
-std::shared_ptr<RoomMapping> map_room_and_name(const Executor::Plan& plan, bool needs_names, StepRoom room,
-                                               int cores_used, ThreadBeside& mapping) {
+std::shared_ptr<MappingAhead> map_room_and_name(const Executor::Plan& plan, bool needs_names, NewMemory room,
+                                                int cores_used, ThreadBeside& mapping) {
   if ((needs_names || !room.empty()) && core_left_idle(plan.items.size(), cores_used)) {
-    auto beside = std::make_shared<RoomMapping>(std::move(room));
+    auto beside = std::make_shared<MappingAhead>(std::move(room));
     if (needs_names && plan.name_beside(beside)) return beside;
-    if (!beside->room().empty()) {
+    if (!beside->memory().empty()) {
       try {
         mapping = ThreadBeside([beside] { beside->map(); });
         if (needs_names) plan.names();
@@ -437,9 +435,9 @@ std::shared_ptr<RoomMapping> map_room_and_name(const Executor::Plan& plan, bool 
       } catch (const std::system_error&) {  // no thread to be had: mapped here instead
       }
     }
-    map_room_now(beside->room());
+    map_now(beside->memory());
   } else {
-    map_room_now(room);
+    map_now(room);
   }
   if (needs_names) plan.names();
   return nullptr;
@@ -576,7 +574,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   ThreadBeside mapping;  // the step's new memory, mapped beside it
   // Stopped as the step ends (or throws), before `mapping` waits for its thread.
   struct StopMapping {
-    std::shared_ptr<RoomMapping> beside;
+    std::shared_ptr<MappingAhead> beside;
     ~StopMapping() {
       if (beside) beside->stop();
     }
@@ -588,7 +586,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
     // thread runs them: room not written is not memory used.
-    StepRoom room;
+    NewMemory room;
     room.early = s.recorder->expect(2 * num_items, num_items);
     stats = &metadata->step_stats;
     start = StepClock::Point::now();

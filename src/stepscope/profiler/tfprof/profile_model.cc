@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "stepscope/base/huge_pages.h"
+#include "stepscope/base/mapping_ahead.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/ops/collective_trace.h"
 #include "stepscope/profiler/node_cost.h"
@@ -17,6 +18,11 @@ namespace {
 bool creatable_from_step(std::string_view name) {
   return name != "RecvTensor" && name != "_SOURCE" && name.find("MEMCPY") == std::string_view::npos;
 }
+
+// New memory a model writes (its nodes, a step's records) is mapped beside it from ~1 MiB: 256
+// pages, ~0.6 ms of page faults on this workplace's VMs, against ~0.1-0.2 ms to wake a thread.
+// A new Profiler's model of 10^6 nodes (280 MB) was made in ~0.35 s so, against ~0.65.
+constexpr size_t kNewMemoryWorthAThread = size_t{1} << 20;
 
 std::string lowercase(std::string_view s) {
   std::string out(s);
@@ -181,6 +187,9 @@ void ProfileModel::sync_graph(const Graph& graph) {
   const bool fresh_model = nodes.empty();
   reserve_huge_unless_reclaimed(nodes, nodes.size() + static_cast<size_t>(n - first));
   by_name_.reserve(nodes.size() + static_cast<size_t>(n - first), [this](int32_t i) { return name_of(i); });
+  NewMemory room;
+  room.add_room_of(nodes);
+  MappedBeside mapped(std::move(room), kNewMemoryWorthAThread);
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
     const int32_t index = fresh_model ? -1 : find(node.name());
@@ -273,6 +282,10 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
   for (const DeviceStepStats& dev_stats : stats.dev_stats()) num_records += dev_stats.node_stats.size();
   reserve_huge_unless_reclaimed(data.nodes, data.nodes.size() + num_records);
   reserve_huge_unless_reclaimed(data.execs, data.execs.size() + num_records);
+  NewMemory room;
+  room.add_room_of(data.nodes);
+  room.add_room_of(data.execs);
+  MappedBeside mapped(std::move(room), kNewMemoryWorthAThread);
   // Each graph node's record, for RunShapes (its rule: the record's node_id is a node of the
   // graph of the record's name), found here with the model's own check: synced with the graph,
   // the model node at by_graph_id_[id] has graph node id's name.

@@ -5,7 +5,6 @@
 #include <map>
 #include <optional>
 #include <system_error>
-#include <thread>
 
 #include "stepscope/base/error.h"
 #include "stepscope/base/file_io.h"
@@ -198,7 +197,7 @@ void Profiler::add_step(int64_t step, const RunMetadata& run_metadata) {
     }
   };
   ThreadBeside beside;  // declared after what it writes: its destructor waits for it
-  if (by_kind_wanted && std::thread::hardware_concurrency() > 1) {
+  if (by_kind_wanted && hardware_cores() > 1) {
     size_t records = 0;
     for (const DeviceStepStats& dev_stats : stats.dev_stats()) records += dev_stats.node_stats.size();
     if (records >= kRecordsWorthAThread) {

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <exception>
 #include <system_error>
-#include <thread>
 
 #include "stepscope/base/huge_pages.h"
 #include "stepscope/base/thread_beside.h"
@@ -238,7 +237,7 @@ struct TreeQuery {
     const std::vector<int32_t>& top = show_children[tree.root];
     root_proto.children.resize(top.size());
     size_t split = top.size(), first_lines = 0;
-    if (shown_count >= kLinesWorthAThread && top.size() >= 2 && std::thread::hardware_concurrency() > 1) {
+    if (shown_count >= kLinesWorthAThread && top.size() >= 2 && hardware_cores() > 1) {
       split = 0;
       while (split + 1 < top.size() && first_lines + lines[top[split]] <= shown_count / 2)
         first_lines += static_cast<size_t>(lines[top[split++]]);

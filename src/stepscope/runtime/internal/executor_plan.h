@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "stepscope/base/mapping_ahead.h"
 #include "stepscope/base/thread_beside.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/graph/node.h"
@@ -19,7 +20,6 @@
 #include "stepscope/graph/op_def.h"
 #include "stepscope/runtime/device.h"
 #include "stepscope/runtime/executor.h"
-#include "stepscope/runtime/internal/step_room.h"
 #include "stepscope/runtime/step_stats.h"
 #include "stepscope/runtime/step_stats_builder.h"
 
@@ -134,7 +134,7 @@ struct Executor::Plan {
   // them, that thread maps `room` first (it looks for such work as it makes them). Returns false
   // where no thread is to be had (then nothing was done). The thread may outlive the step; the
   // plan waits for it when it goes.
-  bool name_beside(std::shared_ptr<RoomMapping> room) const {
+  bool name_beside(std::shared_ptr<MappingAhead> room) const {
     if (naming_claimed_.exchange(true, std::memory_order_acq_rel)) {
       std::lock_guard<std::mutex> lock(naming_mutex_);
       mapping_asked_ = std::move(room);  // one asked before and not taken yet: its step is over
@@ -200,7 +200,7 @@ struct Executor::Plan {
   // The room another step asked the naming thread to map (see name_beside), if any.
   void map_what_was_asked() const {
     if (!mapping_was_asked_.load(std::memory_order_acquire)) return;
-    std::shared_ptr<RoomMapping> room;
+    std::shared_ptr<MappingAhead> room;
     {
       std::lock_guard<std::mutex> lock(naming_mutex_);
       room = std::move(mapping_asked_);
@@ -212,7 +212,7 @@ struct Executor::Plan {
   mutable std::once_flag names_once_;
   mutable std::mutex naming_mutex_;
   mutable ThreadBeside naming_;  // see name_beside
-  mutable std::shared_ptr<RoomMapping> mapping_asked_;
+  mutable std::shared_ptr<MappingAhead> mapping_asked_;
   mutable std::atomic<bool> mapping_was_asked_{false};
   mutable std::atomic<bool> naming_claimed_{false};
   const std::shared_ptr<StepStats::PlanNames> names_table_ = std::make_shared<StepStats::PlanNames>();

@@ -1,17 +1,25 @@
-#include "stepscope/runtime/internal/step_room.h"
+#include "stepscope/base/mapping_ahead.h"
 
 #include <algorithm>
+#include <system_error>
 
 #include "stepscope/base/huge_pages.h"
 
 namespace stepscope {
 
-void map_room_now(const StepRoom& room) noexcept {
-  for (const auto* spans : {&room.early, &room.late})
+size_t NewMemory::bytes() const {
+  size_t n = 0;
+  for (const auto* spans : {&early, &late})
+    for (const auto& span : *spans) n += span.size();
+  return n;
+}
+
+void map_now(const NewMemory& memory) noexcept {
+  for (const auto* spans : {&memory.early, &memory.late})
     for (const auto& span : *spans) prefault_pages(span.data(), span.size());
 }
 
-void RoomMapping::map() noexcept {
+void MappingAhead::map() noexcept {
   int waiting = kWaiting;
   if (!state_.compare_exchange_strong(waiting, kMapping, std::memory_order_acq_rel)) return;  // stopped first
   const auto in_pieces = [this](const std::vector<std::span<const std::byte>>& spans) {
@@ -28,12 +36,12 @@ void RoomMapping::map() noexcept {
       }
     return true;
   };
-  if (in_pieces(room_.early)) in_pieces(room_.late);
+  if (in_pieces(memory_.early)) in_pieces(memory_.late);
   state_.store(kOver, std::memory_order_release);
   state_.notify_all();
 }
 
-void RoomMapping::stop() noexcept {
+void MappingAhead::stop() noexcept {
   stop_.store(true, std::memory_order_release);
   int s = kWaiting;
   if (state_.compare_exchange_strong(s, kOver, std::memory_order_acq_rel)) return;  // never started
@@ -41,6 +49,19 @@ void RoomMapping::stop() noexcept {
     state_.wait(s, std::memory_order_acquire);
     s = state_.load(std::memory_order_acquire);
   }
+}
+
+MappedBeside::MappedBeside(NewMemory memory, size_t min_bytes) {
+  if (memory.bytes() < min_bytes || hardware_cores() < 2) return;
+  mapping_ = std::make_shared<MappingAhead>(std::move(memory));
+  try {
+    thread_ = ThreadBeside([mapping = mapping_] { mapping->map(); });
+  } catch (const std::system_error&) {  // no thread to be had: the writer faults its pages in
+  }
+}
+
+MappedBeside::~MappedBeside() {
+  if (mapping_) mapping_->stop();
 }
 
 }  // namespace stepscope

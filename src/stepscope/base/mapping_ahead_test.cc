@@ -1,4 +1,4 @@
-#include "stepscope/runtime/internal/step_room.h"
+#include "stepscope/base/mapping_ahead.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -48,10 +48,10 @@ struct Mapping {
   std::byte* data;
 };
 
-TEST(StepRoom, MappedBesideTheStepEarlySpansFirstUntilStopped) {
+TEST(MappingAhead, MappedBesideTheStepEarlySpansFirstUntilStopped) {
   Mapping early(64 * 4096), late(32 * 4096);
   ASSERT_EQ(resident_pages(early.span()), 0u);
-  RoomMapping mapping({.early = {early.span()}, .late = {late.span()}});
+  MappingAhead mapping({.early = {early.span()}, .late = {late.span()}});
   std::thread beside([&] { mapping.map(); });
   beside.join();
   mapping.stop();  // after map() returned: returns at once
@@ -61,19 +61,19 @@ TEST(StepRoom, MappedBesideTheStepEarlySpansFirstUntilStopped) {
 
 // A step over before its thread starts mapping stops a mapping that then never starts: the
 // step's memory may be gone by then.
-TEST(StepRoom, AMappingStoppedBeforeItStartsMapsNothing) {
+TEST(MappingAhead, AMappingStoppedBeforeItStartsMapsNothing) {
   Mapping room(16 * 4096);
-  RoomMapping mapping({.early = {room.span()}, .late = {}});
+  MappingAhead mapping({.early = {room.span()}, .late = {}});
   mapping.stop();
   mapping.map();
   EXPECT_EQ(resident_pages(room.span()), 0u);
 }
 
 // stop() returns once map() no longer touches the room, wherever map() was.
-TEST(StepRoom, StopWaitsForTheMappingUnderWay) {
+TEST(MappingAhead, StopWaitsForTheMappingUnderWay) {
   for (int round = 0; round < 20; ++round) {
     Mapping room(2048 * 4096);
-    RoomMapping mapping({.early = {room.span()}, .late = {room.span()}});
+    MappingAhead mapping({.early = {room.span()}, .late = {room.span()}});
     std::thread beside([&] { mapping.map(); });
     std::this_thread::sleep_for(std::chrono::microseconds(50 * round));
     mapping.stop();
@@ -84,11 +84,43 @@ TEST(StepRoom, StopWaitsForTheMappingUnderWay) {
   }
 }
 
-TEST(StepRoom, MappedNowWhole) {
+TEST(MappingAhead, MappedNowWhole) {
   Mapping a(8 * 4096), b(3 * 4096);
-  map_room_now({.early = {a.span()}, .late = {b.span()}});
+  map_now({.early = {a.span()}, .late = {b.span()}});
   EXPECT_EQ(resident_pages(a.span()), kernel_populates() ? 8u : 0u);
   EXPECT_EQ(resident_pages(b.span()), kernel_populates() ? 3u : 0u);
+}
+
+// A MappedBeside maps on a thread of its own only memory worth one, and maps no more once gone.
+TEST(MappingAhead, MappedBesideWhileItLivesWhereWorthAThread) {
+  Mapping small(4 * 4096);
+  {
+    MappedBeside mapped({.early = {small.span()}, .late = {}}, 64 * 4096);
+    EXPECT_FALSE(mapped.started());
+  }
+  EXPECT_EQ(resident_pages(small.span()), 0u);
+
+  Mapping big(256 * 4096);
+  {
+    MappedBeside mapped({.early = {big.span()}, .late = {}}, 64 * 4096);
+    ASSERT_EQ(mapped.started(), hardware_cores() > 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (kernel_populates() && mapped.started() && resident_pages(big.span()) < 256 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(resident_pages(big.span()), kernel_populates() && hardware_cores() > 1 ? 256u : 0u);
+
+  for (int round = 0; round < 10; ++round) {
+    Mapping room(2048 * 4096);
+    {
+      MappedBeside mapped({.early = {room.span()}, .late = {}}, 64 * 4096);
+      std::this_thread::sleep_for(std::chrono::microseconds(100 * round));
+    }
+    const size_t mapped = resident_pages(room.span());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(resident_pages(room.span()), mapped) << "mapped after the MappedBeside went";
+  }
 }
 
 }  // namespace
