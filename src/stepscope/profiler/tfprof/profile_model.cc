@@ -186,9 +186,12 @@ void ProfileModel::sync_graph(const Graph& graph) {
   // A fresh model (a new Profiler's) knows no node yet: nothing to look up, and room for all.
   const bool fresh_model = nodes.empty();
   reserve_huge_unless_reclaimed(nodes, nodes.size() + static_cast<size_t>(n - first));
+  // Two inputs a node, as many ops have (more grow it).
+  reserve_huge_unless_reclaimed(inputs_, inputs_.size() + 2 * static_cast<size_t>(n - first));
   by_name_.reserve(nodes.size() + static_cast<size_t>(n - first), [this](int32_t i) { return name_of(i); });
   NewMemory room;
   room.add_room_of(nodes);
+  room.add_room_of(inputs_);
   MappedBeside mapped(std::move(room), kNewMemoryWorthAThread);
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
@@ -214,20 +217,21 @@ void ProfileModel::sync_graph(const Graph& graph) {
       stacks_pending_ = true;
     }
     m.graph_id = id;
-    m.inputs.clear();
-    m.inputs.reserve(node.inputs().size() + node.control_inputs().size());
+    replaced_inputs_ += m.num_inputs;
+    m.first_input = static_cast<uint32_t>(inputs_.size());
     m.input_shapes_known = true;
     for (const Output& in : node.inputs()) {
       const int32_t producer =
           static_cast<size_t>(in.node->id()) < by_graph_id_.size() ? by_graph_id_[in.node->id()] : -1;
       if (producer < 0) continue;
-      m.inputs.push_back({producer, in.index, in.shape()});
+      inputs_.push_back({producer, in.index, in.shape()});
     }
     for (const Node* c : node.control_inputs()) {
       const int32_t producer = static_cast<size_t>(c->id()) < by_graph_id_.size() ? by_graph_id_[c->id()] : -1;
       if (producer < 0) continue;
-      m.inputs.push_back({producer, -1, c->num_outputs() > 0 ? c->output_shape(0) : Shape::unknown_rank()});
+      inputs_.push_back({producer, -1, c->num_outputs() > 0 ? c->output_shape(0) : Shape::unknown_rank()});
     }
+    m.num_inputs = static_cast<uint32_t>(inputs_.size() - m.first_input);
     m.trainable = is_trainable[id] != 0;
     m.shape.clear();
     m.parameters = 0;
@@ -257,6 +261,29 @@ void ProfileModel::sync_graph(const Graph& graph) {
   if (fresh_model)
     by_name_.insert_range(0, static_cast<int32_t>(nodes.size()), [this](int32_t i) { return name_of(i); });
   if (static_cast<size_t>(n) > by_graph_id_.size()) by_graph_id_.resize(n, -1);
+  drop_replaced_inputs();
+}
+
+void ProfileModel::set_inputs(ModelNode& node, std::span<const ModelInput> inputs) {
+  replaced_inputs_ += node.num_inputs;
+  node.first_input = static_cast<uint32_t>(inputs_.size());
+  node.num_inputs = static_cast<uint32_t>(inputs.size());
+  inputs_.insert(inputs_.end(), inputs.begin(), inputs.end());
+}
+
+void ProfileModel::drop_replaced_inputs() {
+  // A model synced with other graphs in turn gives its nodes new inputs each time: the old ones
+  // go once they are most of the array, so that it stays at most twice what the nodes hold.
+  if (replaced_inputs_ <= inputs_.size() / 2) return;
+  std::vector<ModelInput> kept;
+  kept.reserve(inputs_.size() - replaced_inputs_);
+  for (ModelNode& node : nodes) {
+    const auto own = inputs_of(node);
+    node.first_input = static_cast<uint32_t>(kept.size());
+    kept.insert(kept.end(), own.begin(), own.end());
+  }
+  inputs_ = std::move(kept);
+  replaced_inputs_ = 0;
 }
 
 void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Graph* graph, std::ostream& log) {
@@ -397,8 +424,9 @@ void ProfileModel::add_step(int64_t step, const RunMetadata& metadata, const Gra
     r.float_ops = node_float_ops(*graph_node, *shapes) * r.run_count;
     if (!shapes->ran(*graph_node)) continue;
     const auto& inputs = graph_node->inputs();
-    for (size_t i = 0; i < inputs.size() && i < node.inputs.size(); ++i)
-      node.inputs[i].shape = shapes->output(inputs[i]);
+    const std::span<ModelInput> model_inputs = inputs_of(node);
+    for (size_t i = 0; i < inputs.size() && i < model_inputs.size(); ++i)
+      model_inputs[i].shape = shapes->output(inputs[i]);
   }
   const auto by_node = [](const NodeStep& a, const NodeStep& b) { return a.node < b.node; };
   // Usually in order already (a step's records follow the graph's order), so checked first.

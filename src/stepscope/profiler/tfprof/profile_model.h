@@ -115,8 +115,10 @@ struct ModelNode {
   // The captured stack not symbolised yet: index into ProfileModel's raw stacks; -1 for none.
   int32_t raw_stack = -1;
   int32_t graph_id = -1;  // the node's id in the Graph; -1 for a node known only from a step
-  // Inputs: data inputs in order, then control inputs (one array: one allocation a node).
-  std::vector<ModelInput> inputs;
+  // Inputs: data inputs in order, then control inputs. A range of the model's one array of
+  // them (ProfileModel::inputs_of): an array a node cost a new Profiler of 10^6 nodes ~0.1 µs a
+  // node to allocate, and as much to free.
+  uint32_t first_input = 0, num_inputs = 0;
   // Whether the inputs' shapes are known (from a graph); a node known only from a step's
   // records has its inputs from its label, and no shapes to show.
   bool input_shapes_known = false;
@@ -272,6 +274,15 @@ class ProfileModel {
   void recompute_derived();
   // Sets the node's op types from its op, device and trainable flag.
   void update_op_types(ModelNode& node);
+  // The node's inputs (see ModelNode::first_input).
+  std::span<const ModelInput> inputs_of(const ModelNode& node) const {
+    return {inputs_.data() + node.first_input, node.num_inputs};
+  }
+  std::span<ModelInput> inputs_of(const ModelNode& node) {
+    return {inputs_.data() + node.first_input, node.num_inputs};
+  }
+  // Gives `node` (of this model, or one about to be added to it) these inputs, in place of its own.
+  void set_inputs(ModelNode& node, std::span<const ModelInput> inputs);
 
  private:
   std::string_view name_of(int32_t index) const { return nodes[index].name; }
@@ -279,6 +290,9 @@ class ProfileModel {
   int32_t index_last_node(bool by_name = true);
   NodeNameIndex by_name_;
   std::vector<int32_t> by_graph_id_;  // graph node id -> node index
+  std::vector<ModelInput> inputs_;    // every node's inputs, a range each
+  size_t replaced_inputs_ = 0;        // in inputs_, no node's since sync_graph gave it others
+  void drop_replaced_inputs();        // where they are most of inputs_
   uint64_t synced_graph_ = 0;         // Graph::id() of the graph synced last
   // Captured stacks (return addresses) of the synced graphs' nodes, each once, and whether each
   // was symbolised (into symbolized_[i]); raw_of_graph_stack_: the synced graph's stack ids.

@@ -360,8 +360,9 @@ Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t st
       tfprof::ModelNode& node = model.nodes[index];
       if (!ns.op_type.empty() && node.op == node.name) node.op = std::string(ns.op_type);
       const ParsedNodeLabel label = parse_node_label(ns.timeline_label);
-      if (!label.valid || !node.inputs.empty()) continue;
+      if (!label.valid || node.num_inputs > 0) continue;
       std::vector<std::pair<int32_t, int32_t>> data, control;  // (node, slot)
+      std::vector<tfprof::ModelInput> inputs;
       std::string_view rest = label.inputs;
       ParsedNodeLabelInput input;
       while (next_node_label_input(rest, input)) {
@@ -369,7 +370,8 @@ Profiler Profiler::from_run_metadata(const RunMetadata& run_metadata, int64_t st
         if (from >= 0) (input.control ? control : data).emplace_back(from, input.control ? -1 : input.output);
       }
       for (const auto* list : {&data, &control})
-        for (const auto& [from, slot] : *list) node.inputs.push_back({.node = from, .slot = slot});
+        for (const auto& [from, slot] : *list) inputs.push_back({.node = from, .slot = slot});
+      model.set_inputs(node, inputs);
     }
   model.recompute_derived();
   return p;
@@ -410,7 +412,7 @@ StepStats Profiler::Impl::step_stats(int64_t step, const std::vector<char>* only
     }
     const tfprof::ModelNode& node = model.nodes[e.node];
     label_inputs.clear();
-    for (const tfprof::ModelInput& in : node.inputs)
+    for (const tfprof::ModelInput& in : model.inputs_of(node))
       if (in.slot >= 0) label_inputs.push_back({.node = model.nodes[in.node].name, .output = in.slot});
     NodeExecStats ns;
     ns.node_name = StepStats::intern(node.name);

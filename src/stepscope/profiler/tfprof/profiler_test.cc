@@ -324,7 +324,7 @@ TEST_F(ProfilerTest, AProfileFromRunMetadataAloneSavesAndLoads) {
   const auto matmul =
       std::find_if(model.nodes.begin(), model.nodes.end(), [](const tfprof::ModelNode& n) { return n.op == "MatMul"; });
   ASSERT_NE(matmul, model.nodes.end());
-  EXPECT_EQ(matmul->inputs.size(), 2u);  // from its label
+  EXPECT_EQ(matmul->num_inputs, 2u);  // from its label
   auto o = quiet(ProfileOptionBuilder().select({"input_shapes"}).build());
   o.step = 7;
   for (const Profiler* p : {&from_records, &loaded})

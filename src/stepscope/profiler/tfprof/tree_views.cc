@@ -382,8 +382,9 @@ ViewTree build_graph_tree(const ProfileModel& model) {
     tree.entries[i].name = model.nodes[i].name;
     tree.entries[i].node = static_cast<int32_t>(i);
     auto& children = tree.entries[i].children;
-    children.reserve(model.nodes[i].inputs.size());
-    for (const ModelInput& in : model.nodes[i].inputs) {
+    const auto inputs = model.inputs_of(model.nodes[i]);
+    children.reserve(inputs.size());
+    for (const ModelInput& in : inputs) {
       children.push_back(in.node);
       is_input[in.node] = 1;
     }

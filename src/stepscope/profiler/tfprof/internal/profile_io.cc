@@ -162,8 +162,8 @@ std::string encode_model_chunk(const ProfileModel& model) {
     w.varint(static_cast<uint64_t>(site.line < 0 ? 0 : site.line));
     w.str(site.function);
     w.zz(n.graph_id);
-    w.varint(n.inputs.size());
-    for (const ModelInput& in : n.inputs) {
+    w.varint(n.num_inputs);
+    for (const ModelInput& in : model.inputs_of(n)) {
       w.varint(static_cast<uint64_t>(in.node));
       w.zz(in.slot);
     }
@@ -224,9 +224,9 @@ std::string encode_state_chunk(const ProfileModel& model) {
   for (const ModelNode& n : model.nodes) {
     w.zz(n.device);
     // No shapes for a node whose inputs came from its label (none known).
-    w.varint(n.input_shapes_known ? n.inputs.size() : 0);
+    w.varint(n.input_shapes_known ? n.num_inputs : 0);
     if (n.input_shapes_known)
-      for (const ModelInput& in : n.inputs) w.dims(tfprof_dims(in.shape));
+      for (const ModelInput& in : model.inputs_of(n)) w.dims(tfprof_dims(in.shape));
   }
   return chunk('D', p);
 }
@@ -368,6 +368,7 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
         if (have_model) r.fail("two model chunks");
         have_model = true;
         const size_t count = r.count(12);
+        std::vector<ModelInput> inputs;
         for (size_t i = 0; i < count; ++i) {
           ModelNode m;
           m.name = r.str();
@@ -384,12 +385,14 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
             r.fail("node '" + m.name + "': graph_id " + std::to_string(graph_id) + " is out of range [-1, " +
                    std::to_string(count) + ")");
           m.graph_id = static_cast<int32_t>(graph_id);
-          const size_t inputs = r.count(2);
-          for (size_t k = 0; k < inputs; ++k) {
+          const size_t num_inputs = r.count(2);
+          inputs.clear();
+          for (size_t k = 0; k < num_inputs; ++k) {
             const uint64_t producer = r.varint();
             if (producer >= count) r.fail("input index out of range");
-            m.inputs.push_back({.node = static_cast<int32_t>(producer), .slot = static_cast<int32_t>(r.zz())});
+            inputs.push_back({.node = static_cast<int32_t>(producer), .slot = static_cast<int32_t>(r.zz())});
           }
+          model.set_inputs(m, inputs);
           m.trainable = (r.varint() & 1) != 0;
           m.shape = r.dims();
           m.parameters = r.zz();
@@ -452,9 +455,10 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           if (device < -1 || device >= static_cast<int64_t>(devices)) r.fail("device index out of range");
           m.device = static_cast<int32_t>(device);
           const size_t shapes = r.count();
-          if (shapes != 0 && shapes != m.inputs.size()) r.fail("input count mismatch");
-          m.input_shapes_known = shapes != 0 || m.inputs.empty();
-          for (size_t k = 0; k < shapes; ++k) m.inputs[k].shape = r.shape();
+          if (shapes != 0 && shapes != m.num_inputs) r.fail("input count mismatch");
+          m.input_shapes_known = shapes != 0 || m.num_inputs == 0;
+          const std::span<ModelInput> inputs = model.inputs_of(m);
+          for (size_t k = 0; k < shapes; ++k) inputs[k].shape = r.shape();
         }
         break;
       }

@@ -62,10 +62,11 @@ void init_graph_node_details(GraphNodeProto& p, std::string_view name, int32_t i
   if (!node.shape.empty()) p.shapes.push_back(node.shape);
   if (node.input_shapes_known) {
     size_t all_dims = 0;
-    for (const ModelInput& in : node.inputs) all_dims += tfprof_dims_view(in.shape).size();
-    p.input_shapes.reserve(node.inputs.size(), all_dims);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      p.input_shapes.add(static_cast<int32_t>(i), tfprof_dims_view(node.inputs[i].shape));
+    const auto inputs = model.inputs_of(node);
+    for (const ModelInput& in : inputs) all_dims += tfprof_dims_view(in.shape).size();
+    p.input_shapes.reserve(inputs.size(), all_dims);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      p.input_shapes.add(static_cast<int32_t>(i), tfprof_dims_view(inputs[i].shape));
   }
 }
 
@@ -304,7 +305,7 @@ bool snapshot_multi_node(MultiGraphNodeProto& p, MultiExtra& extra, std::string_
     if (node.collective_ranks > 0) {
       // Per output sizes are not kept: the call without an Allreduce's fused/direct split.
       int data_inputs = 0;
-      for (const ModelInput& in : node.inputs) data_inputs += in.slot >= 0 ? 1 : 0;
+      for (const ModelInput& in : model.inputs_of(node)) data_inputs += in.slot >= 0 ? 1 : 0;
       const int64_t output_bytes[] = {s.output_bytes};
       if (const auto c = collective_trace_args(node.op, data_inputs, node.collective_ranks, output_bytes)) {
         if (collective_call.empty()) {
