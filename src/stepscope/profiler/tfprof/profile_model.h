@@ -306,6 +306,7 @@ class ProfileModel {
   std::string_view intern_type_name(std::string_view name);
   std::deque<std::string> type_names_;
   std::unordered_map<std::string_view, int32_t> type_name_index_;
+  std::string_view last_type_name_;                  // interned last: nodes made in a loop share their op
   std::vector<std::string_view> device_type_names_;  // devices[i]'s interned name, once looked up
 };
 

@@ -487,6 +487,42 @@ TEST(Profiler, FedShapesGiveInputShapesAndFloatOps) {
   EXPECT_NE(scope.text().find("0:32x8|1:8x16"), std::string::npos) << scope.text();
 }
 
+// A big step's nodes' float ops and input shapes are worked out on two threads (each half of
+// them on one): every node of a chain over a fed [-1, 8] tensor has the fed shape's, first half
+// and second alike.
+TEST(Profiler, ABigStepsFloatOpsAndInputShapesAreEveryNodes) {
+  Graph g;
+  Scope root(g);
+  Output x = placeholder(root.with_op_name("x"), DType::kFloat32, Shape{-1, 8});
+  Output y = x;
+  const Scope links = root.with_name_scope("chain");
+  constexpr int kLinks = 20000;
+  for (int i = 0; i < kLinks; ++i) y = add(links, y, x);
+  Session session(g, {.inter_op_threads = 1});
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata md;
+  session.run({{x, Tensor(DType::kFloat32, Shape{3, 8})}}, {y}, {}, traced, &md);
+  Profiler p(g);
+  p.add_step(1, md);
+  auto o = quiet(ProfileOptionBuilder().select({"float_ops", "input_shapes"}).with_max_depth(3).build());
+  GraphProfile scope = p.profile_name_scope(o);
+  const GraphNodeProto* chain = nullptr;
+  for (const auto& c : scope.root.children)
+    if (c.name == "chain") chain = &c;
+  ASSERT_NE(chain, nullptr) << scope.text().substr(0, 2000);
+  ASSERT_EQ(chain->children.size(), static_cast<size_t>(kLinks));
+  size_t wrong = 0;
+  for (const GraphNodeProto& link : chain->children) {
+    const bool right = link.float_ops == 3 * 8 && link.input_shapes.size() == 2 &&
+                       link.input_shapes.at(0) == std::vector<int64_t>{3, 8} &&
+                       link.input_shapes.at(1) == std::vector<int64_t>{3, 8};
+    if (!right && wrong++ < 3) ADD_FAILURE() << link.name << ": " << link.float_ops << " float ops";
+  }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(chain->total_float_ops, int64_t{3} * 8 * kLinks);
+}
+
 // The scope and graph views name their entries by views into the model's node names. When the
 // graph grows between steps, the model's nodes move (short names with them): the views must
 // be made again, and show the old nodes and the new ones by their names.
