@@ -44,8 +44,8 @@ Node* Graph::add_node(NodeSpec spec) {
   node->attrs_ = std::move(spec.attrs);
   node->inputs_ = std::move(spec.inputs);
   node->control_inputs_ = std::move(spec.control_inputs);
-  node->device_ = canonical_device(spec.device);
-  node->location_ = std::move(spec.location);
+  node->device_ = keep_device(canonical_device(spec.device));
+  node->location_ = keep_location(std::move(spec.location));
   node->graph_ = this;
 
   std::vector<DType> in_dtypes;
@@ -73,11 +73,11 @@ Node* Graph::add_node(NodeSpec spec) {
   node->output_dtypes_ = ctx.output_dtypes();
   node->output_shapes_ = ctx.output_shapes();
   if (node->op_->num_outputs >= 0 && node->num_outputs() != node->op_->num_outputs)
-    throw InternalError(prefix + "shape rule produced " + std::to_string(node->num_outputs()) + " outputs, op declares " +
-                        std::to_string(node->op_->num_outputs));
+    throw InternalError(prefix + "shape rule produced " + std::to_string(node->num_outputs()) +
+                        " outputs, op declares " + std::to_string(node->op_->num_outputs));
 
   // Nodes built by the user's calls (those with a call site); not those read from a file.
-  if (capture_call_stacks_ && !node->location_.file.empty()) {
+  if (capture_call_stacks_ && !node->location_->file.empty()) {
     uintptr_t pcs[kMaxCallStackDepth];
     const int depth = capture_call_stack(pcs, kMaxCallStackDepth, /*skip=*/1);  // from our caller
     node->call_stack_ = call_stacks_.intern({pcs, static_cast<size_t>(depth)});
@@ -87,6 +87,30 @@ Node* Graph::add_node(NodeSpec spec) {
   by_name_.emplace(raw->name_, raw);
   nodes_.push_back(std::move(node));
   return raw;
+}
+
+const std::string* Graph::keep_device(std::string device) {
+  if (!devices_.empty() && devices_.back() == device) return &devices_.back();
+  if (auto it = device_index_.find(device); it != device_index_.end()) return it->second;
+  const std::string& kept = devices_.emplace_back(std::move(device));
+  device_index_.emplace(kept, &kept);
+  return &kept;
+}
+
+size_t Graph::LocationKeyHash::operator()(const LocationKey& k) const {
+  const std::hash<std::string_view> h;
+  return h(k.file) ^ (h(k.function) * 31) ^ (static_cast<size_t>(k.line) * 0x9E3779B97F4A7C15ull);
+}
+
+const SourceLocation* Graph::keep_location(SourceLocation location) {
+  if (location.file.empty() && location.line == 0 && location.function.empty()) return &kUnknownSourceLocation;
+  const LocationKey key{location.file, location.line, location.function};
+  if (last_location_ && LocationKey{last_location_->file, last_location_->line, last_location_->function} == key)
+    return last_location_;
+  if (auto it = location_index_.find(key); it != location_index_.end()) return last_location_ = it->second;
+  const SourceLocation& kept = locations_.emplace_back(std::move(location));
+  location_index_.emplace(LocationKey{kept.file, kept.line, kept.function}, &kept);
+  return last_location_ = &kept;
 }
 
 Node* Graph::find_node(std::string_view name) const {

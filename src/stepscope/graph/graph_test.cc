@@ -42,6 +42,35 @@ TEST(Graph, RecordsTheUsersSourceLocation) {
   EXPECT_NE(a.node->source_location().function.find("TestBody"), std::string::npos);
 }
 
+// Nodes made at one call site share one kept location, and nodes on one device one kept name:
+// a graph holds each once, whichever order its nodes come in.
+TEST(Graph, KeepsEachLocationAndDeviceOnce) {
+  Graph g;
+  Scope root(g);
+  std::vector<Output> first, second;
+  for (int i = 0; i < 3; ++i) {
+    first.push_back(constant(root, 1.0f));
+    second.push_back(constant(root.with_device("/cpu:1"), 2.0f));
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(&first[i].node->source_location(), &first[0].node->source_location());
+    EXPECT_EQ(&second[i].node->source_location(), &second[0].node->source_location());
+    EXPECT_EQ(&first[i].node->device(), &first[0].node->device());
+    EXPECT_EQ(&second[i].node->device(), &second[0].node->device());
+  }
+  EXPECT_NE(first[0].node->source_location().line, second[0].node->source_location().line);
+  EXPECT_EQ(first[0].node->device(), "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(second[0].node->device(), "/job:localhost/replica:0/task:0/device:CPU:1");
+
+  // A node with no location (as one read from a file) has an empty one.
+  NodeSpec spec;
+  spec.name = "read";
+  spec.op = &op_def("NoOp");
+  const Node* read = g.add_node(std::move(spec));
+  EXPECT_TRUE(read->source_location().file.empty());
+  EXPECT_EQ(read->source_location().line, 0);
+}
+
 TEST(Graph, FinalizedGraphRejectsNewNodes) {
   Graph g;
   Scope root(g);

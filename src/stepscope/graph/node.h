@@ -42,6 +42,9 @@ struct SourceLocation {
   }
 };
 
+// A node's location where none is known (a node read from a file).
+inline const SourceLocation kUnknownSourceLocation{};
+
 class Node {
  public:
   int id() const { return id_; }
@@ -58,8 +61,9 @@ class Node {
   const Shape& output_shape(int i) const { return output_shapes_[i]; }
   Output output(int i = 0) const { return {const_cast<Node*>(this), i}; }
   // Canonical device name, e.g. "/job:localhost/replica:0/task:0/device:CPU:0".
-  const std::string& device() const { return device_; }
-  const SourceLocation& source_location() const { return location_; }
+  const std::string& device() const { return *device_; }
+  // Nodes made at one call site share the object (the graph keeps each location once).
+  const SourceLocation& source_location() const { return *location_; }
   // Return addresses of the calls that added the node, innermost first (graph/call_stack.h);
   // empty when the graph does not capture stacks. Valid until the graph's next add_node.
   std::span<const uintptr_t> call_stack() const;
@@ -79,8 +83,10 @@ class Node {
   std::vector<Node*> control_inputs_;
   std::vector<DType> output_dtypes_;
   std::vector<Shape> output_shapes_;
-  std::string device_;
-  SourceLocation location_;
+  // The graph's copies: its nodes share a few devices and locations (each a string or two a node
+  // cost a million-node graph ~2 allocations a node, and 100+ bytes).
+  const std::string* device_ = nullptr;
+  const SourceLocation* location_ = &kUnknownSourceLocation;
   int32_t call_stack_ = -1;
   Graph* graph_ = nullptr;
 };

@@ -201,6 +201,10 @@ void ProfileModel::sync_graph(const Graph& graph) {
   room.add_room_of(nodes);
   room.add_room_of(inputs_);
   MappedBeside mapped(std::move(room), kNewMemoryWorthAThread);
+  // The graph keeps each location once (Node::source_location): nodes made at one site share
+  // it, and are interned by its address while the graph is here.
+  const SourceLocation* last_location = nullptr;
+  int32_t last_site = -1;
   for (int id = first; id < n; ++id) {
     const Node& node = *graph.node(id);
     const int32_t index = fresh_model ? -1 : find(node.name());
@@ -209,7 +213,11 @@ void ProfileModel::sync_graph(const Graph& graph) {
     ModelNode& m = index >= 0 ? nodes[index] : nodes.emplace_back();
     m.name = node.name();
     m.op = std::string(node.op_type());
-    m.site = intern_site(node.source_location());
+    if (&node.source_location() != last_location) {
+      last_location = &node.source_location();
+      last_site = intern_site(*last_location);
+    }
+    m.site = last_site;
     m.stack.clear();
     m.raw_stack = -1;
     if (const int32_t stack = node.call_stack_id(); stack >= 0) {
