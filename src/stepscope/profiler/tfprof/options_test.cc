@@ -71,6 +71,22 @@ TEST(Format, UnitsRoundAsPrintfDoes) {
   for (int i = 0; i < 20000; ++i) values.push_back(static_cast<int64_t>(random() >> (random() % 63)));
   for (int64_t v = 1000; v < 30000; ++v) values.push_back(v);
   for (int64_t v : values) ASSERT_EQ(format_number(v), printf_number(v)) << v;
+  // Times and memory: three units, the last with no bound (a quotient past 2^45 too).
+  auto printf_in = [](int64_t n, std::vector<const char*> units) {
+    if (n < 1000) return std::to_string(n) + units[0];
+    double scale = 1000;
+    size_t unit = 1;
+    while (unit + 1 < units.size() && n >= scale * 1000) scale *= 1000, ++unit;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2f%s", static_cast<double>(n) / scale, units[unit]);
+    return std::string(buf);
+  };
+  for (int64_t v = int64_t{1} << 45; v < (int64_t{1} << 45) + 2000; ++v) values.push_back(v);
+  for (int64_t v = 999000; v < 1001000; ++v) values.push_back(v);
+  for (int64_t v : values) {
+    ASSERT_EQ(format_time(v), printf_in(v, {"us", "ms", "sec"})) << v;
+    ASSERT_EQ(format_memory(v), printf_in(v, {"B", "KB", "MB"})) << v;
+  }
 }
 
 TEST(Format, QueryDocListsTheSelectedFieldsAlphabetically) {
