@@ -45,7 +45,7 @@ Node* Graph::add_node(NodeSpec spec) {
   node->inputs_ = std::move(spec.inputs);
   node->control_inputs_ = std::move(spec.control_inputs);
   node->device_ = keep_device(canonical_device(spec.device));
-  node->location_ = keep_location(std::move(spec.location));
+  node->location_ = spec.location.unknown() ? &kUnknownSourceLocation : &locations_[locations_.intern(spec.location)];
   node->graph_ = this;
 
   std::vector<DType> in_dtypes;
@@ -95,22 +95,6 @@ const std::string* Graph::keep_device(std::string device) {
   const std::string& kept = devices_.emplace_back(std::move(device));
   device_index_.emplace(kept, &kept);
   return &kept;
-}
-
-size_t Graph::LocationKeyHash::operator()(const LocationKey& k) const {
-  const std::hash<std::string_view> h;
-  return h(k.file) ^ (h(k.function) * 31) ^ (static_cast<size_t>(k.line) * 0x9E3779B97F4A7C15ull);
-}
-
-const SourceLocation* Graph::keep_location(SourceLocation location) {
-  if (location.file.empty() && location.line == 0 && location.function.empty()) return &kUnknownSourceLocation;
-  const LocationKey key{location.file, location.line, location.function};
-  if (last_location_ && LocationKey{last_location_->file, last_location_->line, last_location_->function} == key)
-    return last_location_;
-  if (auto it = location_index_.find(key); it != location_index_.end()) return last_location_ = it->second;
-  const SourceLocation& kept = locations_.emplace_back(std::move(location));
-  location_index_.emplace(LocationKey{kept.file, kept.line, kept.function}, &kept);
-  return last_location_ = &kept;
 }
 
 Node* Graph::find_node(std::string_view name) const {

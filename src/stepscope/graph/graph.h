@@ -80,21 +80,9 @@ class Graph {
   uint64_t id_;
   // Each node's device and source location, kept once here (deques: they stay put).
   const std::string* keep_device(std::string device);
-  const SourceLocation* keep_location(SourceLocation location);
-  struct LocationKey {
-    std::string_view file;
-    int line;
-    std::string_view function;
-    bool operator==(const LocationKey&) const = default;
-  };
-  struct LocationKeyHash {
-    size_t operator()(const LocationKey& k) const;
-  };
   std::deque<std::string> devices_;
   std::unordered_map<std::string_view, const std::string*> device_index_;
-  std::deque<SourceLocation> locations_;
-  std::unordered_map<LocationKey, const SourceLocation*, LocationKeyHash> location_index_;
-  const SourceLocation* last_location_ = nullptr;  // nodes made in a loop share theirs
+  SourceLocationTable locations_;
 };
 
 // Canonical device name: "/cpu:0", "CPU:1", "/device:CPU:0" and "" become

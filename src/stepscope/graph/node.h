@@ -11,6 +11,7 @@
 #include "stepscope/core/dtype.h"
 #include "stepscope/core/shape.h"
 #include "stepscope/graph/attr.h"
+#include "stepscope/graph/source_location.h"
 
 namespace stepscope {
 
@@ -30,16 +31,6 @@ struct Output {
   std::string name() const;    // "scope/op:0"
   Graph* graph() const;
   friend bool operator==(const Output& a, const Output& b) { return a.node == b.node && a.index == b.index; }
-};
-
-// Where the user's code created a node (the tfprof "code" view groups by it).
-struct SourceLocation {
-  std::string file;
-  int line = 0;
-  std::string function;
-  static SourceLocation from(const std::source_location& loc) {
-    return {loc.file_name(), static_cast<int>(loc.line()), loc.function_name()};
-  }
 };
 
 // A node's location where none is known (a node read from a file).

@@ -137,21 +137,8 @@ bool ProfileModel::has_code_traces() const {
   return false;
 }
 
-int32_t SourceLocationTable::intern(const SourceLocation& location) {
-  const Key key{location.file, location.line, location.function};
-  if (last_ >= 0) {
-    const SourceLocation& last = locations_[last_];
-    if (Key{last.file, last.line, last.function} == key) return last_;
-  }
-  if (auto it = index_.find(key); it != index_.end()) return last_ = it->second;
-  const SourceLocation& kept = locations_.emplace_back(location);
-  last_ = static_cast<int32_t>(locations_.size() - 1);
-  index_.emplace(Key{kept.file, kept.line, kept.function}, last_);
-  return last_;
-}
-
 int32_t ProfileModel::intern_site(const SourceLocation& site) {
-  if (site.file.empty() && site.line == 0 && site.function.empty()) return -1;
+  if (site.unknown()) return -1;
   return sites.intern(site);
 }
 

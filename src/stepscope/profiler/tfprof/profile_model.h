@@ -62,41 +62,6 @@ class OpTypes {
   uint8_t size_ = 0;
 };
 
-// Source locations, each once (the nodes' creation sites, the frames of their stacks), by
-// index. A deque: the index's views of their strings stay put as it grows.
-class SourceLocationTable {
- public:
-  SourceLocationTable() = default;
-  SourceLocationTable(const SourceLocationTable&) = delete;  // the index views its own strings
-  SourceLocationTable& operator=(const SourceLocationTable&) = delete;
-  SourceLocationTable(SourceLocationTable&&) = default;
-  SourceLocationTable& operator=(SourceLocationTable&&) = default;
-
-  int32_t intern(const SourceLocation& location);
-  const SourceLocation& operator[](size_t i) const { return locations_[i]; }
-  size_t size() const { return locations_.size(); }
-  bool empty() const { return locations_.empty(); }
-  auto begin() const { return locations_.begin(); }
-  auto end() const { return locations_.end(); }
-
- private:
-  struct Key {
-    std::string_view file;
-    int line;
-    std::string_view function;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      const std::hash<std::string_view> h;
-      return h(k.file) ^ (h(k.function) * 31) ^ (static_cast<size_t>(k.line) * 0x9E3779B97F4A7C15ull);
-    }
-  };
-  std::deque<SourceLocation> locations_;
-  std::unordered_map<Key, int32_t, KeyHash> index_;
-  int32_t last_ = -1;  // the latest interned: nodes made in a loop share their site
-};
-
 struct ModelInput {
   int32_t node = -1;  // the producer: index into ProfileModel::nodes
   int32_t slot = -1;  // the producer's output index; -1 for a control input
