@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -52,17 +53,18 @@ constexpr std::string_view kAdviseHelp = "advise: Automatically profile and disc
 }  // namespace
 
 namespace {
-void append_integer(std::string& out, int64_t n) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, n).ptr);
+// Each writes at `at` and returns the end; at most kInUnitsMaxChars chars in all (an int64 is 20
+// at most with its sign, "%.2f" of one over 1000 is 19, a unit 3).
+char* write_integer(char* at, int64_t n) { return std::to_chars(at, at + 20, n).ptr; }
+char* write_unit(char* at, std::string_view unit) {
+  std::memcpy(at, unit.data(), unit.size());
+  return at + unit.size();
 }
 // "%.2f" of value, then the unit. std::to_chars writes what printf would in the "C" locale, in a
 // fraction of the time: a deep graph view formats a total this way on every line.
-void append_fixed(std::string& out, double value, std::string_view unit) {
-  char buf[64];  // an int64 over 1000 or more: at most 16 digits before the point
-  const auto result = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::fixed, 2);
-  out.append(buf, result.ec == std::errc() ? result.ptr : buf);
-  out += unit;
+char* write_fixed(char* at, double value, std::string_view unit) {
+  const auto result = std::to_chars(at, at + kInUnitsMaxChars - unit.size(), value, std::chars_format::fixed, 2);
+  return write_unit(result.ec == std::errc() ? result.ptr : at, unit);
 }
 
 // "%.2f" of value / scale (value >= scale >= 1000, a power of 10), then the unit: in integers
@@ -70,61 +72,61 @@ void append_fixed(std::string& out, double value, std::string_view unit) {
 // its time), where they round as printf rounds the double quotient: everywhere but where the
 // exact quotient is halfway between two results (1.005 is a little under as a double), and
 // where a double is too coarse for the quotient's cents (from ~2^45), which the double decides.
-void append_quotient(std::string& out, int64_t value, int64_t scale, std::string_view unit) {
+char* write_quotient(char* at, int64_t value, int64_t scale, std::string_view unit) {
   const int64_t cent = scale / 100, rest = value % cent;
-  if (value >= (int64_t{1} << 45) || 2 * rest == cent) {
-    append_fixed(out, static_cast<double>(value) / static_cast<double>(scale), unit);
-    return;
-  }
+  if (value >= (int64_t{1} << 45) || 2 * rest == cent)
+    return write_fixed(at, static_cast<double>(value) / static_cast<double>(scale), unit);
   const int64_t cents = value / cent + (2 * rest > cent ? 1 : 0);
-  append_integer(out, cents / 100);
-  const char decimals[] = {'.', static_cast<char>('0' + cents % 100 / 10), static_cast<char>('0' + cents % 10)};
-  out.append(decimals, sizeof decimals);
-  out += unit;
+  at = write_integer(at, cents / 100);
+  *at++ = '.';
+  *at++ = static_cast<char>('0' + cents % 100 / 10);
+  *at++ = static_cast<char>('0' + cents % 10);
+  return write_unit(at, unit);
 }
 
 // Below 1000: the integer and units[0]; else "%.2f" in the largest unit (a step of 1000 each) it
 // reaches.
-void append_in_units(std::string& out, int64_t value, std::initializer_list<std::string_view> units) {
-  if (value < 1000) {
-    append_integer(out, value);
-    out += *units.begin();
-    return;
-  }
+char* write_in_units(char* at, int64_t value, std::initializer_list<std::string_view> units) {
+  if (value < 1000) return write_unit(write_integer(at, value), *units.begin());
   int64_t scale = 1000;
   size_t unit = 1;
   while (unit + 1 < units.size() && value / 1000 >= scale) {
     scale *= 1000;
     ++unit;
   }
-  append_quotient(out, value, scale, units.begin()[unit]);
+  return write_quotient(at, value, scale, units.begin()[unit]);
 }
 }  // namespace
 
-void append_number(std::string& out, int64_t n) { append_in_units(out, n, {"", "k", "m", "b"}); }
-void append_time(std::string& out, int64_t micros) { append_in_units(out, micros, {"us", "ms", "sec"}); }
-void append_memory(std::string& out, int64_t bytes) { append_in_units(out, bytes, {"B", "KB", "MB"}); }
+char* write_number(char* at, int64_t n) { return write_in_units(at, n, {"", "k", "m", "b"}); }
+char* write_time(char* at, int64_t micros) { return write_in_units(at, micros, {"us", "ms", "sec"}); }
+char* write_memory(char* at, int64_t bytes) { return write_in_units(at, bytes, {"B", "KB", "MB"}); }
 
 void append_dims(std::string& out, std::span<const int64_t> dims) {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) out += 'x';
-    append_integer(out, dims[i]);
+    char buf[kInUnitsMaxChars];
+    out.append(buf, write_integer(buf, dims[i]));
   }
 }
 
-namespace {
-template <typename Value>
-std::string formatted(void (*append)(std::string&, Value), Value value) {
+std::string format_number(int64_t n) {
+  char buf[kInUnitsMaxChars];
+  return {buf, write_number(buf, n)};
+}
+std::string format_time(int64_t micros) {
+  char buf[kInUnitsMaxChars];
+  return {buf, write_time(buf, micros)};
+}
+std::string format_memory(int64_t bytes) {
+  char buf[kInUnitsMaxChars];
+  return {buf, write_memory(buf, bytes)};
+}
+std::string format_dims(std::span<const int64_t> dims) {
   std::string out;
-  append(out, value);
+  append_dims(out, dims);
   return out;
 }
-}  // namespace
-
-std::string format_number(int64_t n) { return formatted(append_number, n); }
-std::string format_time(int64_t micros) { return formatted(append_time, micros); }
-std::string format_memory(int64_t bytes) { return formatted(append_memory, bytes); }
-std::string format_dims(std::span<const int64_t> dims) { return formatted(append_dims, dims); }
 
 std::string query_doc(std::string_view cmd, uint32_t select) {
   std::string_view cmd_help;

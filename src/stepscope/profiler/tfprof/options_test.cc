@@ -14,6 +14,7 @@
 #include "stepscope/base/error.h"
 #include "stepscope/graph/graph.h"
 #include "stepscope/profiler/tfprof/format.h"
+#include "stepscope/profiler/tfprof/internal/show.h"
 #include "stepscope/profiler/tfprof/option_builder.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/tfprof_test_util.h"
@@ -86,6 +87,51 @@ TEST(Format, UnitsRoundAsPrintfDoes) {
   for (int64_t v : values) {
     ASSERT_EQ(format_time(v), printf_in(v, {"us", "ms", "sec"})) << v;
     ASSERT_EQ(format_memory(v), printf_in(v, {"B", "KB", "MB"})) << v;
+  }
+}
+
+// A view's line writes its numbers through a buffer of its own: every field selected, each
+// number as wide as it gets (the smallest int64 as an integer, the largest in the top unit),
+// and the line is what the formatting functions make of each.
+TEST(Format, AViewLineHoldsTheWidestNumbersInEveryField) {
+  using namespace tfprof;
+  for (const int64_t v : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+    GraphNodeProto p;
+    p.name = "a/b";
+    for (int64_t GraphNodeStats::*f : {&GraphNodeStats::run_count,
+                                       &GraphNodeStats::exec_micros,
+                                       &GraphNodeStats::accelerator_exec_micros,
+                                       &GraphNodeStats::cpu_exec_micros,
+                                       &GraphNodeStats::requested_bytes,
+                                       &GraphNodeStats::peak_bytes,
+                                       &GraphNodeStats::residual_bytes,
+                                       &GraphNodeStats::output_bytes,
+                                       &GraphNodeStats::parameters,
+                                       &GraphNodeStats::float_ops,
+                                       &GraphNodeStats::total_definition_count,
+                                       &GraphNodeStats::total_run_count,
+                                       &GraphNodeStats::total_exec_micros,
+                                       &GraphNodeStats::total_accelerator_exec_micros,
+                                       &GraphNodeStats::total_cpu_exec_micros,
+                                       &GraphNodeStats::total_requested_bytes,
+                                       &GraphNodeStats::total_peak_bytes,
+                                       &GraphNodeStats::total_residual_bytes,
+                                       &GraphNodeStats::total_output_bytes,
+                                       &GraphNodeStats::total_parameters,
+                                       &GraphNodeStats::total_float_ops})
+      p.*f = v;
+    p.input_shapes = {{0, {3, 4}}, {1, {}}};
+    ViewOptions o;
+    o.select = ~uint32_t{0};
+    std::string line;
+    append_graph_node(line, p, /*account=*/true, /*node=*/nullptr, "_TFGraphParent", o);
+    const std::string n = format_number(v), t = format_time(v), m = format_memory(v);
+    EXPECT_EQ(line, "a/b (" + n + "/" + n + " params, " + n + "/" + n + " flops, " + m + "/" + m + ", " + m + "/" + m +
+                        ", " + m + "/" + m + ", " + m + "/" + m + ", " + t + "/" + t + ", " + t + "/" + t + ", " + t +
+                        "/" + t + ", _TFGraphParent, " + n + "/" + n + "|1/" + n + ", 0:3x4|1:unknown)");
+    line.clear();
+    append_graph_node(line, p, /*account=*/false, nullptr, "_TFGraphParent", o);
+    EXPECT_EQ(line.substr(0, 10 + n.size()), "a/b (--/" + n + " p") << line;
   }
 }
 

@@ -1,5 +1,7 @@
 #include "stepscope/profiler/tfprof/internal/show.h"
 
+#include <cstring>
+
 #include "stepscope/ops/collective_trace.h"
 
 namespace stepscope::tfprof {
@@ -128,34 +130,49 @@ std::string self_total(bool account, const std::string& self, const std::string&
 void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, const ModelNode* node,
                        std::string_view synthetic_op_type, const ViewOptions& o) {
   out += p.name;
-  out += " (";
+  // The numbers go through a buffer here, appended to `out` before each part of no bounded
+  // length (a shape, devices, op types): a deep view writes a line a node, and a string append
+  // a piece (thirty-odd a line) took half of the line's time. Ten fields at most, each two
+  // numbers and a suffix: well within the buffer.
+  char buf[1024];
+  char* at = buf;
+  const auto put = [&](std::string_view s) {
+    std::memcpy(at, s.data(), s.size());
+    at += s.size();
+  };
+  const auto flush = [&] {
+    out.append(buf, at);
+    at = buf;
+  };
+  put(" (");
   bool first = true;
   const auto field = [&] {
-    if (!first) out += ", ";
+    if (!first) put(", ");
     first = false;
   };
   // "<self>/<total><suffix>", "--" for the self of an unaccounted node.
-  const auto self_total = [&](void (*append)(std::string&, int64_t), int64_t self, int64_t total,
+  const auto self_total = [&](char* (*write)(char*, int64_t), int64_t self, int64_t total,
                               std::string_view suffix = {}) {
     if (account)
-      append(out, self);
+      at = write(at, self);
     else
-      out += "--";
-    out += '/';
-    append(out, total);
-    out += suffix;
+      put("--");
+    put("/");
+    at = write(at, total);
+    put(suffix);
   };
   if (o.has(Field::kParams)) {
     if (node && !node->shape.empty()) {
       field();
+      flush();
       append_dims(out, node->shape);
     }
     field();
-    self_total(append_number, p.parameters, p.total_parameters, " params");
+    self_total(write_number, p.parameters, p.total_parameters, " params");
   }
   if (o.has(Field::kFloatOps)) {
     field();
-    self_total(append_number, p.float_ops, p.total_float_ops, " flops");
+    self_total(write_number, p.float_ops, p.total_float_ops, " flops");
   }
   const std::pair<Field, std::pair<int64_t, int64_t>> memories[] = {
       {Field::kBytes, {p.requested_bytes, p.total_requested_bytes}},
@@ -166,27 +183,29 @@ void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, 
   for (const auto& [f, values] : memories)
     if (o.has(f)) {
       field();
-      self_total(append_memory, values.first, values.second);
+      self_total(write_memory, values.first, values.second);
     }
   const bool micros = o.has(Field::kMicros);
   if (micros) {
     field();
-    self_total(append_time, p.exec_micros, p.total_exec_micros);
+    self_total(write_time, p.exec_micros, p.total_exec_micros);
   }
   if (micros || o.has(Field::kAcceleratorMicros)) {
     field();
-    self_total(append_time, p.accelerator_exec_micros, p.total_accelerator_exec_micros);
+    self_total(write_time, p.accelerator_exec_micros, p.total_accelerator_exec_micros);
   }
   if (micros || o.has(Field::kCpuMicros)) {
     field();
-    self_total(append_time, p.cpu_exec_micros, p.total_cpu_exec_micros);
+    self_total(write_time, p.cpu_exec_micros, p.total_cpu_exec_micros);
   }
   if (o.has(Field::kDevice) && !p.devices.empty()) {
     field();
+    flush();
     for (size_t i = 0; i < p.devices.size(); ++i) (out += i ? "|" : "") += p.devices[i];
   }
   if (o.has(Field::kOpTypes)) {
     field();
+    flush();
     if (node) {
       for (size_t i = 0; i < node->op_types.size(); ++i) (out += i ? "|" : "") += node->op_types[i];
     } else {
@@ -195,12 +214,13 @@ void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, 
   }
   if (o.has(Field::kOccurrence)) {
     field();
-    self_total(append_number, p.run_count, p.total_run_count);
-    out += account ? "|1/" : "|--/";
-    append_number(out, p.total_definition_count);
+    self_total(write_number, p.run_count, p.total_run_count);
+    put(account ? "|1/" : "|--/");
+    at = write_number(at, p.total_definition_count);
   }
   if (o.has(Field::kInputShapes)) {
     field();
+    flush();
     bool first_shape = true;
     for (const auto& [index, dims] : p.input_shapes) {
       if (!first_shape) out += '|';
@@ -213,7 +233,8 @@ void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, 
         append_dims(out, dims);
     }
   }
-  out += ')';
+  put(")");
+  flush();
 }
 
 std::string graph_legend(const ViewOptions& o) {
