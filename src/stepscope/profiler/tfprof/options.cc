@@ -141,8 +141,7 @@ NameMatcher::NameMatcher(const std::vector<std::string>& patterns, std::string_v
   for (const std::string& p : patterns) regexes_.push_back(&cache.get(p, flag));
 }
 
-bool NameMatcher::matches(std::string_view name) const {
-  if (all_) return true;
+bool NameMatcher::matches_a_regex(std::string_view name) const {
   for (const re2::RE2* re : regexes_)
     if (RE2::FullMatch(re2::StringPiece(name.data(), name.size()), *re)) return true;
   return false;

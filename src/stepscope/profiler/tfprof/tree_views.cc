@@ -164,9 +164,11 @@ struct TreeQuery {
     return found;
   }
 
-  // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor.
-  std::vector<int32_t> print(const std::vector<int32_t>& roots, int depth, int last_indent, bool once) {
-    std::vector<int32_t> shown;
+  // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor. The shown
+  // ones among `roots` and their descendants (a hidden node's shown descendants in its place)
+  // are appended to `shown`, which every level shares: a level past a hidden node has its
+  // shown children there already, and a shown node takes its own off into show_children.
+  void print(const std::vector<int32_t>& roots, int depth, int last_indent, bool once, std::vector<int32_t>& shown) {
     for (int32_t e : roots) {
       if (once) {
         if (visited[e]) continue;
@@ -174,31 +176,25 @@ struct TreeQuery {
       }
       const bool show = should_show(e, depth);
       const int indent = show ? last_indent + 2 : last_indent;
-      std::vector<int32_t> shown_children;
-      if (!should_trim(e) && depth <= o.max_depth) shown_children = print(show_children[e], depth + 1, indent, once);
-      if (show) {
-        show_children[e].clear();
-        if (o.account_displayed_op_only) {
-          reset_totals(numbers[e]);
-          add_self_to_totals(numbers[e]);
-        }
-        sort_by_order(shown_children, numbers, o.order_by,
-                      [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
-        for (int32_t c : shown_children) {
-          show_children[e].push_back(c);
-          if (o.account_displayed_op_only) aggregate_totals(numbers[e], numbers[c]);
-        }
-        indents[e] = last_indent;
-        indent_bytes += static_cast<size_t>(last_indent);
-        lines[e] = 1;
-        for (int32_t c : show_children[e]) lines[e] += lines[c];
-        ++shown_count;
-        shown.push_back(e);
-      } else {
-        shown.insert(shown.end(), shown_children.begin(), shown_children.end());
+      const size_t first_child = shown.size();
+      if (!should_trim(e) && depth <= o.max_depth) print(show_children[e], depth + 1, indent, once, shown);
+      if (!show) continue;  // its shown descendants stay in its place
+      std::vector<int32_t>& children = show_children[e];
+      children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
+      shown.resize(first_child);
+      sort_by_order(children, numbers, o.order_by, [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
+      if (o.account_displayed_op_only) {
+        reset_totals(numbers[e]);
+        add_self_to_totals(numbers[e]);
+        for (int32_t c : children) aggregate_totals(numbers[e], numbers[c]);
       }
+      indents[e] = last_indent;
+      indent_bytes += static_cast<size_t>(last_indent);
+      lines[e] = 1;
+      for (int32_t c : children) lines[e] += lines[c];
+      ++shown_count;
+      shown.push_back(e);
     }
-    return shown;
   }
 
   // A shown entry's proto in its place in the result: its name and shapes filled in there (the
@@ -286,7 +282,8 @@ struct TreeQuery {
     }
     std::fill(visited.begin(), visited.end(), 0);
     show_children[root] = roots;
-    print({root}, 1, 0, graph_view);
+    std::vector<int32_t> shown;
+    print({root}, 1, 0, graph_view, shown);
 
     GraphViewResult result;
     // Indentation written only where the text is printed (view_text.h).

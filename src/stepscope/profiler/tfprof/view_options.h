@@ -77,9 +77,12 @@ class NameMatcher {
   // True when the list is exactly {".*"}: TensorFlow's shortcut for "everything".
   bool is_all() const { return all_; }
   bool empty() const { return regexes_.empty() && !all_; }
-  bool matches(std::string_view name) const;
+  // Inline where it is everything: a view asks once a node.
+  bool matches(std::string_view name) const { return all_ || matches_a_regex(name); }
 
  private:
+  bool matches_a_regex(std::string_view name) const;
+
   bool all_ = false;
   std::vector<const re2::RE2*> regexes_;
 };

@@ -72,6 +72,7 @@ void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos
         return 0;
     }
   };
+  if (items.size() < 2) return;  // std::stable_sort allocates a buffer even for one item
   constexpr bool kMulti = std::is_same_v<Proto, MultiGraphNodeProto>;
   const bool by_name = order == OrderBy::kName || (order == OrderBy::kOccurrence && !kMulti);
   std::stable_sort(items.begin(), items.end(), [&](int32_t a, int32_t b) {
