@@ -153,5 +153,30 @@ TEST(GraphView, ChainDeeperThanTheStack) {
   EXPECT_EQ(p.profile_graph(o).text(), "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
 }
 
+// The whole chain shown (a max_depth past its depth): what shows and the protos are made as
+// deep as the graph too, without overflowing the stack.
+TEST(GraphView, ChainDeeperThanTheStackShownWhole) {
+  Graph g;
+  constexpr int kChain = 200000;
+  Node* last = tfprof::testing::add_node(g, "n_0", "Add", {}, Shape{16}, 16);
+  for (int i = 1; i < kChain; ++i)
+    last = tfprof::testing::add_node(g, "n_" + std::to_string(i), "Add", {last}, Shape{16}, 16);
+  Profiler p(g);
+  auto o = graph_options({".*"}, {"float_ops"});
+  o.max_depth = 1000000;
+  o.output = "none";
+  const GraphProfile view = p.profile_graph(o);
+  const GraphNodeProto* node = &view.root;
+  int depth = 0;
+  while (!node->children.empty()) {
+    ASSERT_EQ(node->children.size(), 1u);
+    node = &node->children[0];
+    ++depth;
+  }
+  EXPECT_EQ(depth, kChain);
+  EXPECT_EQ(node->name, "n_0");
+  EXPECT_EQ(view.root.children[0].total_float_ops, 16 * kChain);
+}
+
 }  // namespace
 }  // namespace stepscope

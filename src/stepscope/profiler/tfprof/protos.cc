@@ -89,6 +89,19 @@ void append_multi_node(std::string& out, const MultiGraphNodeProto& n) {
 
 }  // namespace
 
+GraphNodeProto::~GraphNodeProto() {
+  if (children.empty()) return;
+  // Each level's nodes give up their children before they go, so no destructor recurses.
+  std::vector<std::vector<GraphNodeProto>> pending;
+  pending.push_back(std::move(children));
+  while (!pending.empty()) {
+    std::vector<GraphNodeProto> level = std::move(pending.back());
+    pending.pop_back();
+    for (GraphNodeProto& node : level)
+      if (!node.children.empty()) pending.push_back(std::move(node.children));
+  }
+}
+
 AdvisorOptions AdvisorOptions::tensorflow() {
   AdvisorOptions o;
   o.checkers["ExpensiveOperationChecker"];

@@ -141,6 +141,15 @@ struct GraphNodeProto : GraphNodeStats {
   std::vector<std::vector<int64_t>> shapes;  // the variable's shape, for parameters
   InputShapes input_shapes;                  // by input index
   std::vector<GraphNodeProto> children;      // the displayed children, in display order
+
+  GraphNodeProto() = default;
+  GraphNodeProto(const GraphNodeProto&) = default;
+  GraphNodeProto(GraphNodeProto&&) noexcept = default;
+  GraphNodeProto& operator=(const GraphNodeProto&) = default;
+  GraphNodeProto& operator=(GraphNodeProto&&) noexcept = default;
+  // Frees the children level by level, not by recursion: the graph view of a chain is as deep
+  // as the chain (200,000 levels overflowed the stack).
+  ~GraphNodeProto();
 };
 
 // A node of the op view (an op type) or the code view (a source line): an aggregate of graph

@@ -60,7 +60,7 @@ struct TreeQuery {
   // ReAccount: re-reads the node's statistics, then matches its op types.
   bool reaccount(int32_t e) {
     const ViewTree::Entry& entry = tree.entries[e];
-    init_graph_node_stats(numbers[e], entry.node, model, stats);  // the name and shapes come in format()
+    init_graph_node_stats(numbers[e], entry.node, model, stats);  // the name and shapes come in finish()
     if (o.account.is_all()) return true;
     if (const ModelNode* n = model_node(e)) {
       for (std::string_view type : n->op_types)
@@ -167,34 +167,62 @@ struct TreeQuery {
   // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor. The shown
   // ones among `roots` and their descendants (a hidden node's shown descendants in its place)
   // are appended to `shown`, which every level shares: a level past a hidden node has its
-  // shown children there already, and a shown node takes its own off into show_children.
-  void print(const std::vector<int32_t>& roots, int depth, int last_indent, bool once, std::vector<int32_t>& shown) {
-    for (int32_t e : roots) {
+  // shown children there already, and a shown node takes its own off into show_children. A
+  // loop over an explicit stack: the graph view is as deep as the graph (and max_depth).
+  void print(const std::vector<int32_t>& roots, int depth, bool once, std::vector<int32_t>& shown) {
+    struct Level {
+      const std::vector<int32_t>* entries;
+      size_t next;
+      int depth, last_indent;
+      int32_t e = -1;  // the entry whose shown descendants are being found
+      bool show = false;
+      size_t first_child = 0;
+    };
+    std::vector<Level> stack{{&roots, 0, depth, 0}};
+    while (!stack.empty()) {
+      Level& level = stack.back();
+      if (level.e >= 0) {
+        keep_shown(level.e, level.show, level.last_indent, level.first_child, shown);
+        level.e = -1;
+      }
+      if (level.next == level.entries->size()) {
+        stack.pop_back();
+        continue;
+      }
+      const int32_t e = (*level.entries)[level.next++];
       if (once) {
         if (visited[e]) continue;
         visited[e] = 1;
       }
-      const bool show = should_show(e, depth);
-      const int indent = show ? last_indent + 2 : last_indent;
-      const size_t first_child = shown.size();
-      if (!should_trim(e) && depth <= o.max_depth) print(show_children[e], depth + 1, indent, once, shown);
-      if (!show) continue;  // its shown descendants stay in its place
-      std::vector<int32_t>& children = show_children[e];
-      children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
-      shown.resize(first_child);
-      sort_by_order(children, numbers, o.order_by, [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
-      if (o.account_displayed_op_only) {
-        reset_totals(numbers[e]);
-        add_self_to_totals(numbers[e]);
-        for (int32_t c : children) aggregate_totals(numbers[e], numbers[c]);
+      level.e = e;
+      level.show = should_show(e, level.depth);
+      level.first_child = shown.size();
+      if (!should_trim(e) && level.depth <= o.max_depth) {
+        const Level below{&show_children[e], 0, level.depth + 1,
+                          level.show ? level.last_indent + 2 : level.last_indent};
+        stack.push_back(below);  // `level` is not used past here
       }
-      indents[e] = last_indent;
-      indent_bytes += static_cast<size_t>(last_indent);
-      lines[e] = 1;
-      for (int32_t c : children) lines[e] += lines[c];
-      ++shown_count;
-      shown.push_back(e);
     }
+  }
+  // After print has found e's shown descendants (shown[first_child...]): a shown e takes them
+  // as its children, sorted, and stands in their place.
+  void keep_shown(int32_t e, bool show, int last_indent, size_t first_child, std::vector<int32_t>& shown) {
+    if (!show) return;  // its shown descendants stay in its place
+    std::vector<int32_t>& children = show_children[e];
+    children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
+    shown.resize(first_child);
+    sort_by_order(children, numbers, o.order_by, [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
+    if (o.account_displayed_op_only) {
+      reset_totals(numbers[e]);
+      add_self_to_totals(numbers[e]);
+      for (int32_t c : children) aggregate_totals(numbers[e], numbers[c]);
+    }
+    indents[e] = last_indent;
+    indent_bytes += static_cast<size_t>(last_indent);
+    lines[e] = 1;
+    for (int32_t c : children) lines[e] += lines[c];
+    ++shown_count;
+    shown.push_back(e);
   }
 
   // A shown entry's proto in its place in the result: its name and shapes filled in there (the
@@ -207,21 +235,33 @@ struct TreeQuery {
     text.lines() += '\n';
   }
 
-  // Each entry is shown once (print's `once`): its proto is made in its place in the result.
-  void format(int32_t e, ViewText& text, GraphNodeProto& out, std::vector<int32_t>& displayed) {
-    out.children.resize(show_children[e].size());
-    format_children(e, 0, show_children[e].size(), text, out, displayed);
-  }
-  // Shown children [first, last) of e and what they head, into out.children (made already).
+  // Shown children [first, last) of e and what they head, into out.children (made already),
+  // in display order: each one's line, then what it heads. Each entry is shown once (print's
+  // `once`): its proto is made in its place in the result. A loop over an explicit stack, as
+  // deep as the shown tree.
   void format_children(int32_t e, size_t first, size_t last, ViewText& text, GraphNodeProto& out,
                        std::vector<int32_t>& displayed) {
-    for (size_t i = first; i < last; ++i) {
-      const int32_t c = show_children[e][i];
+    struct Level {
+      int32_t e;
+      size_t next, last;
+      GraphNodeProto* out;
+    };
+    std::vector<Level> stack{{e, first, last, &out}};
+    while (!stack.empty()) {
+      Level& level = stack.back();
+      if (level.next == level.last) {
+        stack.pop_back();
+        continue;
+      }
+      const size_t i = level.next++;
+      const int32_t c = show_children[level.e][i];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
-      GraphNodeProto& child = out.children[i];
+      GraphNodeProto& child = level.out->children[i];
       static_cast<GraphNodeStats&>(child) = numbers[c];
       finish(c, child, text);
-      format(c, text, child, displayed);
+      const size_t grandchildren = show_children[c].size();
+      child.children.resize(grandchildren);  // not resized again: the stack points into it
+      if (grandchildren > 0) stack.push_back({c, 0, grandchildren, &child});  // `level` is not used past here
     }
   }
 
@@ -283,7 +323,7 @@ struct TreeQuery {
     std::fill(visited.begin(), visited.end(), 0);
     show_children[root] = roots;
     std::vector<int32_t> shown;
-    print({root}, 1, 0, graph_view, shown);
+    print({root}, 1, graph_view, shown);
 
     GraphViewResult result;
     // Indentation written only where the text is printed (view_text.h).
