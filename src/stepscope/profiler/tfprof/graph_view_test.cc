@@ -131,14 +131,19 @@ TEST(GraphView, FloatOpsOfNodesThatRanAndNodesThatNeverRan) {
             "  c (7/7 flops)\n");
 }
 
-// A node's children are its inputs, so the view is as deep as the graph: a chain of 200,000
-// ops (an unrolled loop) overflowed the stack while the view was accounted recursively.
-TEST(GraphView, ChainDeeperThanTheStack) {
-  Graph g;
-  constexpr int kChain = 200000;
+// A chain of 200,000 ops (an unrolled loop), n_0 first, each of 16 flops.
+constexpr int kChain = 200000;
+void add_chain(Graph& g) {
   Node* last = tfprof::testing::add_node(g, "n_0", "Add", {}, Shape{16}, 16);
   for (int i = 1; i < kChain; ++i)
     last = tfprof::testing::add_node(g, "n_" + std::to_string(i), "Add", {last}, Shape{16}, 16);
+}
+
+// A node's children are its inputs, so the view is as deep as the graph: the chain overflowed
+// the stack while the view was accounted recursively, and while it was shown whole.
+TEST(GraphView, ChainDeeperThanTheStack) {
+  Graph g;
+  add_chain(g);
   Profiler p(g);
   auto o = graph_options({".*"}, {"float_ops"});
   o.max_depth = 3;
@@ -151,22 +156,14 @@ TEST(GraphView, ChainDeeperThanTheStack) {
             "    n_99 (16/1.60k flops)\n");
   o.account_type_regexes = {"Nothing"};  // every node passes its (no) accounted inputs up
   EXPECT_EQ(p.profile_graph(o).text(), "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
-}
 
-// The whole chain shown (a max_depth past its depth): what shows and the protos are made as
-// deep as the graph too, without overflowing the stack.
-TEST(GraphView, ChainDeeperThanTheStackShownWhole) {
-  Graph g;
-  constexpr int kChain = 200000;
-  Node* last = tfprof::testing::add_node(g, "n_0", "Add", {}, Shape{16}, 16);
-  for (int i = 1; i < kChain; ++i)
-    last = tfprof::testing::add_node(g, "n_" + std::to_string(i), "Add", {last}, Shape{16}, 16);
-  Profiler p(g);
-  auto o = graph_options({".*"}, {"float_ops"});
+  // The whole chain shown (a max_depth past its depth): what shows, the protos and their
+  // freeing are as deep as the graph too, and overflowed the stack in turn.
+  o = graph_options({".*"}, {"float_ops"});
   o.max_depth = 1000000;
   o.output = "none";
-  const GraphProfile view = p.profile_graph(o);
-  const GraphNodeProto* node = &view.root;
+  const GraphProfile whole = p.profile_graph(o);
+  const GraphNodeProto* node = &whole.root;
   int depth = 0;
   while (!node->children.empty()) {
     ASSERT_EQ(node->children.size(), 1u);
@@ -175,7 +172,7 @@ TEST(GraphView, ChainDeeperThanTheStackShownWhole) {
   }
   EXPECT_EQ(depth, kChain);
   EXPECT_EQ(node->name, "n_0");
-  EXPECT_EQ(view.root.children[0].total_float_ops, 16 * kChain);
+  EXPECT_EQ(whole.root.children[0].total_float_ops, 16 * kChain);
 }
 
 }  // namespace
