@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -56,10 +55,7 @@ namespace {
 // Each writes at `at` and returns the end; at most kInUnitsMaxChars chars in all (an int64 is 20
 // at most with its sign, "%.2f" of one over 1000 is 19, a unit 3).
 char* write_integer(char* at, int64_t n) { return std::to_chars(at, at + 20, n).ptr; }
-char* write_unit(char* at, std::string_view unit) {
-  std::memcpy(at, unit.data(), unit.size());
-  return at + unit.size();
-}
+char* write_unit(char* at, std::string_view unit) { return std::copy(unit.begin(), unit.end(), at); }
 // "%.2f" of value, then the unit. std::to_chars writes what printf would in the "C" locale, in a
 // fraction of the time: a deep graph view formats a total this way on every line.
 char* write_fixed(char* at, double value, std::string_view unit) {

@@ -1,6 +1,6 @@
 #include "stepscope/profiler/tfprof/internal/show.h"
 
-#include <cstring>
+#include <algorithm>
 
 #include "stepscope/ops/collective_trace.h"
 
@@ -136,10 +136,7 @@ void append_graph_node(std::string& out, const GraphNodeProto& p, bool account, 
   // numbers and a suffix: well within the buffer.
   char buf[1024];
   char* at = buf;
-  const auto put = [&](std::string_view s) {
-    std::memcpy(at, s.data(), s.size());
-    at += s.size();
-  };
+  const auto put = [&](std::string_view s) { at = std::copy(s.begin(), s.end(), at); };  // s may be {}
   const auto flush = [&] {
     out.append(buf, at);
     at = buf;
