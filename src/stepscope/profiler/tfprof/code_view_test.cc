@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "stepscope/profiler/tfprof/internal/profile_io.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profiler.h"
 #include "stepscope/profiler/tfprof/tfprof_test_util.h"
@@ -116,6 +117,36 @@ TEST(CodeView, NoSourceLocations) {
   MultiGraphProfile p = profiler.profile_code(ProfileOptionBuilder().with_empty_output().build());
   EXPECT_EQ(p.text(), "");
   EXPECT_EQ(log.str(), "No code trace information\n");
+}
+
+// A saved profile's stacks are as deep as kMaxStackFrames at most (deeper ones are corrupt):
+// the code view, a level a frame, is that deep whole.
+TEST(CodeView, TheDeepestStackAProfileMayHave) {
+  tfprof::ProfileModel model;
+  tfprof::ModelNode a;
+  a.name = "a";
+  a.op = "Const";
+  using tfprof::kMaxStackFrames;
+  for (size_t k = 0; k < kMaxStackFrames; ++k)
+    a.stack.push_back(model.intern_frame({"deep.cc", static_cast<int>(k + 1), "f" + std::to_string(k)}));
+  model.nodes.push_back(a);
+  model.devices = {"/job:localhost/replica:0/task:0/device:cpu:0"};
+  model.device_labels = {"/job:localhost/replica:0/task:0/device:CPU:0"};
+  const std::string bytes = tfprof::encode_header() + tfprof::encode_model_chunk(model) +
+                            tfprof::encode_traces_chunk(model) + tfprof::encode_state_chunk(model) +
+                            tfprof::encode_end_chunk(0);
+  Profiler profiler = Profiler::parse(bytes, "deep.profile");
+  std::ostringstream log;
+  profiler.set_log(&log);
+  const MultiGraphProfile p =
+      profiler.profile_code(ProfileOptionBuilder().with_empty_output().with_max_depth(5000).build());
+  size_t depth = 0;
+  const MultiGraphNodeProto* row = &p.root;
+  for (; !row->children.empty(); ++depth) row = &row->children[0];
+  EXPECT_EQ(depth, kMaxStackFrames);
+  EXPECT_EQ(row->name, "deep.cc:4096:f4095");
+  ASSERT_EQ(row->graph_nodes.size(), 1u);
+  EXPECT_EQ(row->graph_nodes[0].name, "a");
 }
 
 }  // namespace

@@ -185,6 +185,33 @@ TEST_F(OpViewTest, TimelineIsNotSupported) {
   EXPECT_EQ(log_.str(), "op view doesn't support timeline yet. Consider graph/scope/code view.\n");
 }
 
+// A profile with 200,000 op types: its op view is a chain of rows that deep. Freeing, copying
+// and writing it as JSON recursed once per row and overflowed the stack.
+TEST(OpView, MoreOpTypesThanTheStackIsDeep) {
+  constexpr int kTypes = 200000;
+  Graph g;
+  RunMetadata md;
+  for (int i = 0; i < kTypes; ++i) {
+    const Node* n = tfprof::testing::add_node(g, "n" + std::to_string(i), "Op" + std::to_string(i));
+    tfprof::testing::add_exec(md, *n, tfprof::testing::kCpu, {.start_us = 1000 + i, .duration_us = 1 + i});
+  }
+  Profiler profiler(g);
+  profiler.add_step(1, md);
+  auto o = op_options("micros", {"micros"});
+  o.max_depth = 1000000;
+  const MultiGraphProfile view = profiler.profile_operations(o);
+  const MultiGraphProfile copy = view;
+  int rows = 0;
+  const MultiGraphNodeProto* row = &copy.root;
+  for (; !row->children.empty(); ++rows) row = &row->children[0];
+  EXPECT_EQ(rows, kTypes);
+  EXPECT_EQ(row->name, "Op0");  // the slowest first
+  EXPECT_EQ(copy.root.children[0].name, "Op199999");
+  const std::string json = view.to_json();
+  EXPECT_NE(json.find("\"name\":\"Op0\""), std::string::npos);
+  EXPECT_EQ(json.substr(json.size() - 4), "]}]}");
+}
+
 TEST(OpView, EmptyGraph) {
   Graph g;
   Profiler profiler(g);

@@ -197,6 +197,35 @@ TEST_F(PprofOutputTest, OpViewSamplesEachNodeUnderItsOpType) {
   EXPECT_EQ(p->samples.size(), 4u);
 }
 
+// Views as deep as a 200,000-op chain (or code stacks that deep): the rows were walked by
+// recursion, once per level, and overflowed the stack.
+TEST(PprofDeepView, ChainDeeperThanTheStack) {
+  constexpr int kDeep = 200000;
+  GraphNodeProto scope_root;
+  GraphNodeProto* node = &scope_root;
+  for (int i = 1; i <= kDeep; ++i) {
+    node = &node->children.emplace_back();
+    node->name = "n" + std::to_string(i);
+  }
+  node->float_ops = 5;  // one sample, whose path is the whole chain
+  const std::string scope = tfprof::pprof_profile("scope", scope_root, "float_ops");
+  EXPECT_GT(scope.size(), static_cast<size_t>(2 * kDeep));  // a location and function a row
+  EXPECT_NE(scope.find("n200000"), std::string::npos);
+
+  MultiGraphNodeProto code_root;
+  MultiGraphNodeProto* row = &code_root;
+  for (int i = 1; i <= kDeep; ++i) {
+    row = &row->children.emplace_back();
+    row->name = "model.cc:" + std::to_string(i) + ":f" + std::to_string(i);
+  }
+  row->graph_nodes.emplace_back().name = "deepest";
+  row->graph_nodes.back().float_ops = 5;
+  const std::string code = tfprof::pprof_profile("code", code_root, "float_ops");
+  EXPECT_GT(code.size(), static_cast<size_t>(2 * kDeep));
+  EXPECT_NE(code.find("model:f200000"), std::string::npos);
+  EXPECT_NE(code.find("deepest"), std::string::npos);
+}
+
 TEST(PprofSelect, OneSupportedValue) {
   EXPECT_EQ(tfprof::pprof_select_error({"micros"}), "");
   EXPECT_EQ(tfprof::pprof_select_error({"micros", "micros"}), "");

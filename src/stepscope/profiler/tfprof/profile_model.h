@@ -70,6 +70,11 @@ struct ModelInput {
   Shape shape = Shape::unknown_rank();
 };
 
+// The most frames a node's stack may have. A captured stack holds at most kMaxCallStackDepth
+// (32) return addresses, each a few frames once its inlined calls are listed: a profile file's
+// deeper stack is corrupt, and the code view, one level a frame, would be as deep.
+inline constexpr size_t kMaxStackFrames = 4096;
+
 struct ModelNode {
   std::string name;
   std::string op;

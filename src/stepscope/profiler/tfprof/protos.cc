@@ -54,7 +54,8 @@ void append_list(std::string& out, std::string_view key, const Items& items, F&&
   out += ']';
 }
 
-void append_graph_node(std::string& out, const GraphNodeProto& n) {
+// A node's fields up to its children, whose list it opens: `"children":[`.
+void open_graph_node(std::string& out, const GraphNodeProto& n) {
   out += '{';
   append_key(out, "name");
   append_string(out, n.name);
@@ -72,35 +73,124 @@ void append_graph_node(std::string& out, const GraphNodeProto& n) {
     append_dims(out, dims);
   }
   out += '}';
-  append_list(out, "children", n.children, append_graph_node);
-  out += '}';
+  append_key(out, "children");
+  out += '[';
 }
 
-void append_multi_node(std::string& out, const MultiGraphNodeProto& n) {
+// Writes `root` and its descendants, each node's fields and the opening of its list of children
+// written by open_node(out, node), over an explicit stack of the nodes open (and the next child
+// of each): a view is as deep as its graph.
+template <typename Node, typename Open>
+void append_tree(std::string& out, const Node& root, Open open_node) {
+  std::vector<std::pair<const Node*, size_t>> open{{&root, 0}};
+  open_node(out, root);
+  while (!open.empty()) {
+    auto& [node, next] = open.back();
+    if (next == node->children.size()) {
+      out += "]}";
+      open.pop_back();
+      continue;
+    }
+    const Node& child = node->children[next++];
+    if (next > 1) out += ',';
+    open_node(out, child);
+    open.emplace_back(&child, 0);
+  }
+}
+
+void append_graph_node(std::string& out, const GraphNodeProto& node) { append_tree(out, node, open_graph_node); }
+
+void open_multi_node(std::string& out, const MultiGraphNodeProto& n) {
   out += '{';
   append_key(out, "name");
   append_string(out, n.name);
   append_stats(out, n);
   append_total_stats(out, n);
   append_list(out, "graph_nodes", n.graph_nodes, append_graph_node);
-  append_list(out, "children", n.children, append_multi_node);
-  out += '}';
+  append_key(out, "children");
+  out += '[';
 }
 
 }  // namespace
 
-GraphNodeProto::~GraphNodeProto() {
-  if (children.empty()) return;
-  // Each level's nodes give up their children before they go, so no destructor recurses.
-  std::vector<std::vector<GraphNodeProto>> pending;
-  pending.push_back(std::move(children));
-  while (!pending.empty()) {
-    std::vector<GraphNodeProto> level = std::move(pending.back());
-    pending.pop_back();
-    for (GraphNodeProto& node : level)
-      if (!node.children.empty()) pending.push_back(std::move(node.children));
+// Copying and freeing a tree of protos level by level: a view is as deep as its graph (or, for
+// the op view, as its number of op types), far deeper than the stack.
+struct ProtoTree {
+  template <typename Node>
+  static Node copy(const Node& from) {
+    Node copy;
+    copy.copy_own_fields(from);
+    if (from.children.empty()) return copy;  // most nodes: no list to keep
+    // Each copied node's children are made (their own fields copied) before theirs in turn.
+    std::vector<std::pair<const Node*, Node*>> pending{{&from, &copy}};
+    while (!pending.empty()) {
+      const auto [source, target] = pending.back();
+      pending.pop_back();
+      target->children.resize(source->children.size());
+      for (size_t i = 0; i < source->children.size(); ++i) {
+        target->children[i].copy_own_fields(source->children[i]);
+        if (!source->children[i].children.empty()) pending.emplace_back(&source->children[i], &target->children[i]);
+      }
+    }
+    return copy;
   }
+
+  // Each level's nodes give up their children before they go, so no destructor recurses.
+  template <typename Node>
+  static void free_children(std::vector<Node>& children) {
+    if (children.empty()) return;
+    std::vector<std::vector<Node>> pending;
+    pending.push_back(std::move(children));
+    while (!pending.empty()) {
+      std::vector<Node> level = std::move(pending.back());
+      pending.pop_back();
+      for (Node& node : level)
+        if (!node.children.empty()) pending.push_back(std::move(node.children));
+    }
+  }
+};
+
+static_assert(sizeof(GraphNodeProto) == sizeof(GraphNodeStats) + sizeof(std::string) +
+                                            sizeof(std::span<const std::string>) +
+                                            sizeof(std::vector<std::vector<int64_t>>) + sizeof(InputShapes) +
+                                            sizeof(std::vector<GraphNodeProto>),
+              "a field was added to GraphNodeProto: copy it in copy_own_fields");
+void GraphNodeProto::copy_own_fields(const GraphNodeProto& other) {
+  static_cast<GraphNodeStats&>(*this) = other;
+  name = other.name;
+  devices = other.devices;
+  shapes = other.shapes;
+  input_shapes = other.input_shapes;
 }
+
+// Made whole before it replaces this node's: `other` may be one of this node's descendants.
+GraphNodeProto::GraphNodeProto(const GraphNodeProto& other) : GraphNodeProto(ProtoTree::copy(other)) {}
+GraphNodeProto& GraphNodeProto::operator=(const GraphNodeProto& other) {
+  if (this != &other) *this = ProtoTree::copy(other);
+  return *this;
+}
+GraphNodeProto::~GraphNodeProto() { ProtoTree::free_children(children); }
+
+static_assert(sizeof(MultiGraphNodeProto) ==
+                  sizeof(std::string) + 2 * std::size(kNodeStatistics<MultiGraphNodeProto>) * sizeof(int64_t) +
+                      sizeof(std::vector<GraphNodeProto>) + sizeof(std::vector<MultiGraphNodeProto>),
+              "a field was added to MultiGraphNodeProto: copy it in copy_own_fields");
+void MultiGraphNodeProto::copy_own_fields(const MultiGraphNodeProto& other) {
+  name = other.name;
+  for (const auto& s : kNodeStatistics<MultiGraphNodeProto>) {
+    this->*s.self = other.*s.self;
+    this->*s.total = other.*s.total;
+  }
+  graph_nodes = other.graph_nodes;
+}
+
+MultiGraphNodeProto::MultiGraphNodeProto(const MultiGraphNodeProto& other)
+    : MultiGraphNodeProto(ProtoTree::copy(other)) {}
+MultiGraphNodeProto& MultiGraphNodeProto::operator=(const MultiGraphNodeProto& other) {
+  if (this != &other) *this = ProtoTree::copy(other);
+  return *this;
+}
+MultiGraphNodeProto::~MultiGraphNodeProto() { ProtoTree::free_children(children); }
 
 AdvisorOptions AdvisorOptions::tensorflow() {
   AdvisorOptions o;
@@ -159,7 +249,7 @@ std::string to_json(const GraphNodeProto& node) {
 std::string to_json(const MultiGraphNodeProto& node) {
   std::string out;
   out.reserve(1024);
-  append_multi_node(out, node);
+  append_tree(out, node, open_multi_node);
   return out;
 }
 

@@ -143,13 +143,17 @@ struct GraphNodeProto : GraphNodeStats {
   std::vector<GraphNodeProto> children;      // the displayed children, in display order
 
   GraphNodeProto() = default;
-  GraphNodeProto(const GraphNodeProto&) = default;
+  // Copying and freeing go level by level, not by recursion: the graph view of a chain is as
+  // deep as the chain (200,000 levels overflowed the stack).
+  GraphNodeProto(const GraphNodeProto& other);
   GraphNodeProto(GraphNodeProto&&) noexcept = default;
-  GraphNodeProto& operator=(const GraphNodeProto&) = default;
+  GraphNodeProto& operator=(const GraphNodeProto& other);
   GraphNodeProto& operator=(GraphNodeProto&&) noexcept = default;
-  // Frees the children level by level, not by recursion: the graph view of a chain is as deep
-  // as the chain (200,000 levels overflowed the stack).
   ~GraphNodeProto();
+
+ private:
+  friend struct ProtoTree;
+  void copy_own_fields(const GraphNodeProto& other);  // everything but the children
 };
 
 // A node of the op view (an op type) or the code view (a source line): an aggregate of graph
@@ -179,6 +183,19 @@ struct MultiGraphNodeProto {
 
   std::vector<GraphNodeProto> graph_nodes;  // the accounted graph nodes it aggregates
   std::vector<MultiGraphNodeProto> children;
+
+  MultiGraphNodeProto() = default;
+  // Level by level, as GraphNodeProto's: the op view of a profile with 200,000 op types is a
+  // chain that deep.
+  MultiGraphNodeProto(const MultiGraphNodeProto& other);
+  MultiGraphNodeProto(MultiGraphNodeProto&&) noexcept = default;
+  MultiGraphNodeProto& operator=(const MultiGraphNodeProto& other);
+  MultiGraphNodeProto& operator=(MultiGraphNodeProto&&) noexcept = default;
+  ~MultiGraphNodeProto();
+
+ private:
+  friend struct ProtoTree;
+  void copy_own_fields(const MultiGraphNodeProto& other);  // everything but the children
 };
 
 // advise()'s options: the checkers to run, each with its (string) options. The built-in

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 namespace stepscope {
 namespace {
@@ -99,6 +100,119 @@ TEST(DeviceList, JsonWritesTheNodesDevicesAsAnArray) {
   EXPECT_NE(to_json(node).find("\"devices\":[]"), std::string::npos);
   node.devices = device_list("/device:CPU:0");
   EXPECT_NE(to_json(node).find("\"devices\":[\"/device:CPU:0\"]"), std::string::npos) << to_json(node);
+}
+
+// A chain of `depth` nodes below `root`, named "n1", "n2", ... by their depth.
+template <typename Node>
+void add_chain(Node& root, int depth) {
+  Node* node = &root;
+  for (int i = 1; i <= depth; ++i) {
+    node = &node->children.emplace_back();
+    node->name = "n" + std::to_string(i);
+  }
+}
+
+// The depth of a chain, and the name of its last node.
+template <typename Node>
+std::pair<int, std::string> depth_and_last(const Node& root) {
+  const Node* node = &root;
+  int depth = 0;
+  for (; !node->children.empty(); ++depth) {
+    EXPECT_EQ(node->children.size(), 1u);
+    node = &node->children[0];
+  }
+  return {depth, node->name};
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// As deep as a view of a 200,000-op chain (or the op view of as many op types): copying,
+// writing JSON and freeing recursed once per level and overflowed the stack.
+constexpr int kDeep = 200000;
+
+TEST(GraphNodeProtoTree, ChainDeeperThanTheStackCopiesAndWritesJson) {
+  GraphNodeProto root;
+  root.name = "root";
+  add_chain(root, kDeep);
+  root.children[0].input_shapes = {{0, {2, 3}}};
+  root.children[0].total_float_ops = 7;
+
+  const GraphNodeProto copy(root);
+  EXPECT_EQ(depth_and_last(copy), std::make_pair(kDeep, std::string("n200000")));
+  EXPECT_EQ(copy.children[0].input_shapes, root.children[0].input_shapes);
+  EXPECT_EQ(copy.children[0].total_float_ops, 7);
+  GraphNodeProto assigned;
+  assigned.name = "before";
+  add_chain(assigned, 3);
+  assigned = root;
+  EXPECT_EQ(depth_and_last(assigned), std::make_pair(kDeep, std::string("n200000")));
+  assigned = assigned.children[0];  // a node's own descendant
+  EXPECT_EQ(assigned.name, "n1");
+  EXPECT_EQ(depth_and_last(assigned), std::make_pair(kDeep - 1, std::string("n200000")));
+
+  const std::string json = to_json(root);
+  EXPECT_EQ(json.rfind("{\"name\":\"root\",", 0), 0u);
+  EXPECT_EQ(count(json, "\"children\":["), static_cast<size_t>(kDeep) + 1);
+  EXPECT_EQ(json.find("\"name\":\"n200000\""), json.rfind("\"name\":"));
+  EXPECT_EQ(json.substr(json.size() - 2 * (kDeep + 1)), [] {
+    std::string ends;
+    for (int i = 0; i <= kDeep; ++i) ends += "]}";
+    return ends;
+  }());
+}
+
+TEST(GraphNodeProtoTree, JsonOfSiblingsAndChildren) {
+  GraphNodeProto root;
+  root.name = "root";
+  root.children.resize(2);
+  root.children[0].name = "a";
+  root.children[1].name = "b";
+  root.children[1].children.resize(2);
+  root.children[1].children[0].name = "b/x";
+  root.children[1].children[1].name = "b/y";
+  const auto j = nlohmann::json::parse(to_json(root));
+  ASSERT_EQ(j["children"].size(), 2u);
+  EXPECT_EQ(j["children"][0]["name"], "a");
+  EXPECT_TRUE(j["children"][0]["children"].empty());
+  EXPECT_EQ(j["children"][1]["children"][1]["name"], "b/y");
+}
+
+TEST(MultiGraphNodeProtoTree, ChainDeeperThanTheStackCopiesAndWritesJson) {
+  MultiGraphNodeProto root;
+  root.name = "root";
+  add_chain(root, kDeep);
+  root.children[0].graph_nodes.resize(2);
+  root.children[0].graph_nodes[1].name = "an/add";
+  add_chain(root.children[0].graph_nodes[1], 2);
+  root.children[0].total_exec_micros = 9;
+
+  MultiGraphNodeProto copy(root);
+  EXPECT_EQ(depth_and_last(copy), std::make_pair(kDeep, std::string("n200000")));
+  ASSERT_EQ(copy.children[0].graph_nodes.size(), 2u);
+  EXPECT_EQ(copy.children[0].graph_nodes[1].name, "an/add");
+  EXPECT_EQ(depth_and_last(copy.children[0].graph_nodes[1]), std::make_pair(2, std::string("n2")));
+  EXPECT_EQ(copy.children[0].total_exec_micros, 9);
+  copy = copy.children[0];
+  EXPECT_EQ(depth_and_last(copy), std::make_pair(kDeep - 1, std::string("n200000")));
+
+  const std::string json = to_json(root);
+  EXPECT_EQ(count(json, "\"children\":["), static_cast<size_t>(kDeep) + 1 + 1 + 3);  // and the graph nodes' chains
+  EXPECT_NE(json.find("\"graph_nodes\":[{\"name\":\"\","), std::string::npos);
+
+  MultiGraphNodeProto small;
+  small.name = "root";
+  add_chain(small, 2);
+  small.children.emplace_back().name = "sibling";
+  small.children[0].graph_nodes.resize(1);
+  const auto j = nlohmann::json::parse(to_json(small));
+  ASSERT_EQ(j["children"].size(), 2u);
+  EXPECT_EQ(j["children"][0]["children"][0]["name"], "n2");
+  EXPECT_EQ(j["children"][0]["graph_nodes"].size(), 1u);
+  EXPECT_EQ(j["children"][1]["name"], "sibling");
 }
 
 }  // namespace

@@ -196,18 +196,44 @@ Frame code_frame(std::string_view name) {
   return f;
 }
 
-void code_rows(Builder& b, const MultiGraphNodeProto& row, std::vector<uint64_t>& path) {
-  path.push_back(b.location(code_frame(row.name)));
-  for (const GraphNodeProto& g : row.graph_nodes) b.sample(path, g);
-  for (const MultiGraphNodeProto& child : row.children) code_rows(b, child, path);
-  path.pop_back();
+// Calls enter(row, path) for `top` and each row below it, depth first, with the path of their
+// frames (root first; frame_of(row) adds each row's own). Over an explicit stack of the rows on
+// the path (and the next child of each): a view is as deep as its graph, or its code's stacks.
+template <typename Row, typename Frame, typename Enter>
+void walk_rows(Builder& b, const Row& top, Frame frame_of, Enter enter) {
+  std::vector<uint64_t> path;
+  std::vector<std::pair<const Row*, size_t>> open;
+  auto visit = [&](const Row& row) {
+    path.push_back(b.location(frame_of(row)));
+    enter(row, path);
+    open.emplace_back(&row, 0);
+  };
+  visit(top);
+  while (!open.empty()) {
+    auto& [row, next] = open.back();
+    if (next == row->children.size()) {
+      path.pop_back();
+      open.pop_back();
+    } else {
+      visit(row->children[next++]);
+    }
+  }
 }
 
-void scope_rows(Builder& b, const GraphNodeProto& row, std::vector<uint64_t>& path, std::string_view select) {
-  path.push_back(b.location(named(row.name)));
-  if (value_of(row, select) != 0) b.sample(path, row);
-  for (const GraphNodeProto& child : row.children) scope_rows(b, child, path, select);
-  path.pop_back();
+void code_rows(Builder& b, const MultiGraphNodeProto& top) {
+  walk_rows(
+      b, top, [](const MultiGraphNodeProto& row) { return code_frame(row.name); },
+      [&](const MultiGraphNodeProto& row, const std::vector<uint64_t>& path) {
+        for (const GraphNodeProto& g : row.graph_nodes) b.sample(path, g);
+      });
+}
+
+void scope_rows(Builder& b, const GraphNodeProto& top, std::string_view select) {
+  walk_rows(
+      b, top, [](const GraphNodeProto& row) { return named(row.name); },
+      [&](const GraphNodeProto& row, const std::vector<uint64_t>& path) {
+        if (value_of(row, select) != 0) b.sample(path, row);
+      });
 }
 
 }  // namespace
@@ -223,11 +249,11 @@ std::string pprof_select_error(const std::vector<std::string>& select) {
 
 std::string pprof_profile(std::string_view cmd, const MultiGraphNodeProto& root, std::string_view select) {
   Builder b(select);
-  std::vector<uint64_t> path;
   if (cmd == "code") {
-    for (const MultiGraphNodeProto& row : root.children) code_rows(b, row, path);
+    for (const MultiGraphNodeProto& row : root.children) code_rows(b, row);
     return b.serialize();
   }
+  std::vector<uint64_t> path;
   // The op view: rows chained as TensorFlow's proto has them (each the one child of the row
   // before); every op type is a top-level frame, a sample per node on [node, op type].
   for (const MultiGraphNodeProto* row = root.children.empty() ? nullptr : &root.children.front(); row;
@@ -245,8 +271,7 @@ std::string pprof_profile(std::string_view cmd, const MultiGraphNodeProto& root,
 
 std::string pprof_profile(std::string_view, const GraphNodeProto& root, std::string_view select) {
   Builder b(select);
-  std::vector<uint64_t> path;
-  for (const GraphNodeProto& row : root.children) scope_rows(b, row, path, select);
+  for (const GraphNodeProto& row : root.children) scope_rows(b, row, select);
   return b.serialize();
 }
 

@@ -419,6 +419,9 @@ ProfileModel decode_profile(std::string_view bytes, const std::string& path) {
           if (!m.stack.empty()) r.fail("node '" + m.name + "' has two stacks");
           const size_t depth = r.count(1);
           if (depth == 0) r.fail("empty stack");
+          if (depth > kMaxStackFrames)
+            r.fail("node '" + m.name + "' has a stack of " + std::to_string(depth) + " frames (at most " +
+                   std::to_string(kMaxStackFrames) + ")");
           for (size_t k = 0; k < depth; ++k) {
             const uint64_t f = r.varint();
             if (f >= frames) r.fail("frame index out of range");

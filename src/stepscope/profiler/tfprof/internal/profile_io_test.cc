@@ -119,6 +119,20 @@ TEST(ProfileIo, CodeTracesRoundTripAndAreChecked) {
   EXPECT_NE(decode_error(head + chunk('K', frames + entry(1, 1, 0)) + tail).find("node index out of range"),
             std::string::npos);
   EXPECT_NE(decode_error(head + chunk('K', frames + entry(0, 0, 0)) + tail).find("empty stack"), std::string::npos);
+  // Deeper than any stack stepscope captures (the code view would be as deep).
+  std::string deep = frames;
+  varint(deep, 1);
+  varint(deep, 0);
+  varint(deep, kMaxStackFrames + 1);
+  deep.append(kMaxStackFrames + 1, '\0');
+  EXPECT_NE(decode_error(head + chunk('K', deep) + tail).find("node 'a' has a stack of 4097 frames (at most 4096)"),
+            std::string::npos);
+  std::string deepest = frames;  // as deep as allowed
+  varint(deepest, 1);
+  varint(deepest, 0);
+  varint(deepest, kMaxStackFrames);
+  deepest.append(kMaxStackFrames, '\0');
+  EXPECT_EQ(decode_profile(head + chunk('K', deepest) + tail, "x").nodes[0].stack.size(), kMaxStackFrames);
   // After the state chunk, it is misplaced.
   EXPECT_NE(decode_error(encode_header() + encode_model_chunk(model) + encode_state_chunk(model) +
                          chunk('K', frames + entry(0, 1, 0)) + encode_end_chunk(0))
