@@ -37,16 +37,26 @@ class NodeNameIndex {
   // find() then insert() make two.
   template <class NameOf>
   int32_t find_or_insert(std::string_view name, int32_t index, const NameOf& name_of) {
-    if (2 * (size_ + 1) > slots_.size()) grow(size_ + 1, name_of);
-    return insert_hashed(hash(name), name, index, name_of);
+    return find_or_insert_hashed(hash(name), name, index, name_of);
   }
+  // The same for a name whose hash(name) is known, and a request for the slot where its probe
+  // starts: made a few names ahead, the probe then finds it in cache (on a big graph each
+  // probe is a cache miss otherwise).
+  template <class NameOf>
+  int32_t find_or_insert_hashed(uint64_t h, std::string_view name, int32_t index, const NameOf& name_of) {
+    if (2 * (size_ + 1) > slots_.size()) grow(size_ + 1, name_of);
+    return insert_hashed(h, name, index, name_of);
+  }
+  void prefetch(uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
+  }
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>()(s); }
 
  private:
   struct Slot {
     uint32_t tag = 0;
     int32_t index = -1;
   };
-  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>()(s); }
   static uint32_t tag(uint64_t h) { return static_cast<uint32_t>(h >> 32); }
 
   // With room for one more. Returns the index now under `name`.

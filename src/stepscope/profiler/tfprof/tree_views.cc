@@ -1,5 +1,6 @@
 // The scope and graph views (tfprof_scope.cc, tfprof_graph.cc).
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <system_error>
 
@@ -363,8 +364,20 @@ ViewTree build_scope_tree(const ProfileModel& model) {
   // graph mostly share their scopes, which are then known without a lookup.
   std::vector<std::pair<size_t, int32_t>> previous_scopes;
   std::string_view previous;
+  // The hashes of the next nodes' names, their slots asked for ahead (see
+  // NodeNameIndex::prefetch): a node's own name is always looked up, and is new in most graphs.
+  constexpr size_t kAhead = 8;
+  std::array<uint64_t, kAhead> ahead{};
+  const auto hash_ahead = [&](size_t i) {
+    if (i >= model.nodes.size()) return;
+    ahead[i % kAhead] = NodeNameIndex::hash(model.nodes[i].name);
+    by_name.prefetch(ahead[i % kAhead]);
+  };
+  for (size_t i = 0; i < kAhead; ++i) hash_ahead(i);
   for (size_t i = 0; i < model.nodes.size(); ++i) {
     const std::string_view name = model.nodes[i].name;
+    const uint64_t name_hash = ahead[i % kAhead];
+    hash_ahead(i + kAhead);
     int32_t parent = -1;
     size_t begin = 0, shared = 0;
     for (; shared < previous_scopes.size(); ++shared) {
@@ -382,7 +395,8 @@ ViewTree build_scope_tree(const ProfileModel& model) {
       const size_t end = slash == std::string_view::npos ? name.size() : slash;
       const std::string_view scope = name.substr(0, end);
       const auto next = static_cast<int32_t>(entries.size());
-      const int32_t e = by_name.find_or_insert(scope, next, name_of);
+      const int32_t e = slash == std::string_view::npos ? by_name.find_or_insert_hashed(name_hash, scope, next, name_of)
+                                                        : by_name.find_or_insert(scope, next, name_of);
       if (e == next) {
         entries.push_back({scope, -1, {}});
         (parent >= 0 ? entries[parent].children : roots).push_back(e);
