@@ -166,11 +166,11 @@ struct TreeQuery {
   }
 
   // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor. The shown
-  // ones among `roots` and their descendants (a hidden node's shown descendants in its place)
-  // are appended to `shown`, which every level shares: a level past a hidden node has its
+  // ones among `root` (at depth 1) and its descendants (a hidden node's shown descendants in
+  // its place) are appended to `shown`, which every level shares: a level past a hidden node has its
   // shown children there already, and a shown node takes its own off into show_children. A
   // loop over an explicit stack: the graph view is as deep as the graph (and max_depth).
-  void print(const std::vector<int32_t>& roots, int depth, bool once, std::vector<int32_t>& shown) {
+  void print(int32_t root, bool once, std::vector<int32_t>& shown) {
     struct Level {
       const std::vector<int32_t>* entries;
       size_t next;
@@ -179,7 +179,8 @@ struct TreeQuery {
       bool show = false;
       size_t first_child = 0;
     };
-    std::vector<Level> stack{{&roots, 0, depth, 0}};
+    const std::vector<int32_t> top{root};
+    std::vector<Level> stack{{&top, 0, 1, 0}};
     while (!stack.empty()) {
       Level& level = stack.back();
       if (level.e >= 0) {
@@ -324,7 +325,7 @@ struct TreeQuery {
     std::fill(visited.begin(), visited.end(), 0);
     show_children[root] = roots;
     std::vector<int32_t> shown;
-    print({root}, 1, graph_view, shown);
+    print(root, graph_view, shown);
 
     GraphViewResult result;
     // Indentation written only where the text is printed (view_text.h).
