@@ -167,9 +167,10 @@ struct TreeQuery {
 
   // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor. The shown
   // ones among `root` (at depth 1) and its descendants (a hidden node's shown descendants in
-  // its place) are appended to `shown`, which every level shares: a level past a hidden node has its
-  // shown children there already, and a shown node takes its own off into show_children. A
-  // loop over an explicit stack: the graph view is as deep as the graph (and max_depth).
+  // its place) are appended to `shown`, which every level shares: a level past a hidden node
+  // has its shown children there already, and a shown node takes its own off into
+  // show_children. A loop over an explicit stack: the graph view is as deep as the graph (and
+  // max_depth).
   void print(int32_t root, bool once, std::vector<int32_t>& shown) {
     struct Level {
       const std::vector<int32_t>* entries;
