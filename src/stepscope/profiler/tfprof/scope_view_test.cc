@@ -2,6 +2,7 @@
 // option semantics of tfprof_show.cc / tfprof_scope.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -441,6 +442,42 @@ TEST(ScopeTree, NeighboursSharingPrefixesButNotScopesLandInTheirOwn) {
   const ViewTree tree = build_scope_tree(model);
   EXPECT_EQ(render_scope_tree(tree),
             "_TFProfRoot(a#6(a/b#5(a/b/c#2(a/b/c/e#7) a/b/d#4) a/c#1 a/x(a/x/y#3)) ab#9(ab/c#0(ab/c/f#8)))");
+}
+
+// A query keeps totals only for the root and the entries with children (Entry::inner); a leaf's
+// are its node's own. Both trees number those entries 0, 1, ... and leave the leaves at -1.
+void expect_slots_for_inner_entries_only(const ViewTree& tree) {
+  std::vector<int32_t> slots;
+  for (size_t e = 0; e < tree.entries.size(); ++e) {
+    const ViewTree::Entry& entry = tree.entries[e];
+    const bool inner = !entry.children.empty() || static_cast<int32_t>(e) == tree.root;
+    EXPECT_EQ(entry.inner >= 0, inner) << entry.name;
+    if (inner) slots.push_back(entry.inner);
+  }
+  std::sort(slots.begin(), slots.end());
+  ASSERT_EQ(slots.size(), static_cast<size_t>(tree.inner_count));
+  for (size_t i = 0; i < slots.size(); ++i) EXPECT_EQ(slots[i], static_cast<int32_t>(i));
+}
+
+TEST(ScopeTree, TotalsSlotsForTheRootAndEntriesWithChildren) {
+  ProfileModel model;
+  for (const char* name : {"a/b/c", "a", "a/d", "e"}) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  const ViewTree scopes = build_scope_tree(model);
+  expect_slots_for_inner_entries_only(scopes);
+  EXPECT_EQ(scopes.inner_count, 3);  // the root, a, a/b
+  const ViewTree graph = build_graph_tree(model);
+  expect_slots_for_inner_entries_only(graph);
+  EXPECT_EQ(graph.inner_count, 1);  // no inputs: the root alone
+
+  ProfileModel empty;
+  const ViewTree no_nodes = build_scope_tree(empty);
+  expect_slots_for_inner_entries_only(no_nodes);
+  EXPECT_EQ(no_nodes.inner_count, 1);
 }
 
 }  // namespace

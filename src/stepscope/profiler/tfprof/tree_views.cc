@@ -3,6 +3,7 @@
 #include <array>
 #include <exception>
 #include <system_error>
+#include <utility>
 
 #include "stepscope/base/huge_pages.h"
 #include "stepscope/base/thread_beside.h"
@@ -24,7 +25,10 @@ struct TreeQuery {
   const std::vector<NodeStats>& stats;
   const ViewOptions& o;
   std::string_view synthetic_op_type;
-  std::vector<GraphNodeStats> numbers;  // each entry's: a shown one's proto is made last (format)
+  // The totals of the entries with a slot (ViewTree::Entry::inner); a leaf's are made when
+  // asked (numbers_of). A shown entry's proto is made last (format).
+  std::vector<GraphNodeStats> inner_numbers;
+  std::vector<std::pair<int64_t, int32_t>> keyed;  // sort_shown's: children by their order's total
   std::vector<char> account;
   std::vector<std::vector<int32_t>> show_children;
   // Each shown entry's indentation, and their sum and count: the text is written at the end, in
@@ -41,7 +45,7 @@ struct TreeQuery {
         stats(s),
         o(opts),
         synthetic_op_type(synthetic),
-        numbers(sized_huge<GraphNodeStats>(t.entries.size())),
+        inner_numbers(sized_huge<GraphNodeStats>(static_cast<size_t>(t.inner_count))),
         account(t.entries.size(), 0),
         show_children(sized_huge<std::vector<int32_t>>(t.entries.size())),
         indents(t.entries.size(), 0),
@@ -58,10 +62,28 @@ struct TreeQuery {
     return n >= 0 ? &model.nodes[n] : nullptr;
   }
 
+  // An entry's numbers: its slot's, or, for a leaf, its node's own statistics and the same
+  // totals (a kept leaf is accounted).
+  void numbers_into(int32_t e, GraphNodeStats& into) const {
+    const ViewTree::Entry& entry = tree.entries[e];
+    into = entry.inner >= 0 ? inner_numbers[entry.inner] : leaf_numbers(entry.node, model, stats);
+  }
+  GraphNodeStats numbers_of(int32_t e) const {
+    const ViewTree::Entry& entry = tree.entries[e];
+    return entry.inner >= 0 ? inner_numbers[entry.inner] : leaf_numbers(entry.node, model, stats);
+  }
+  void aggregate_child(GraphNodeStats& into, int32_t c) const {
+    if (const int32_t slot = tree.entries[c].inner; slot >= 0)
+      aggregate_totals(into, inner_numbers[slot]);
+    else
+      aggregate_totals(into, numbers_of(c));
+  }
+
   // ReAccount: re-reads the node's statistics, then matches its op types.
   bool reaccount(int32_t e) {
     const ViewTree::Entry& entry = tree.entries[e];
-    init_graph_node_stats(numbers[e], entry.node, model, stats);  // the name and shapes come in finish()
+    if (entry.inner >= 0)  // the name and shapes come in finish()
+      init_graph_node_stats(inner_numbers[entry.inner], entry.node, model, stats);
     if (o.account.is_all()) return true;
     if (const ModelNode* n = model_node(e)) {
       for (std::string_view type : n->op_types)
@@ -73,7 +95,7 @@ struct TreeQuery {
 
   bool should_show(int32_t e, int depth) const {
     if (e == tree.root) return true;
-    return passes_floors(numbers[e], o, depth) && passes_names(tree.entries[e].name, o);
+    return passes_floors(numbers_of(e), o, depth) && passes_names(tree.entries[e].name, o);
   }
 
   bool should_trim(int32_t e) const { return !o.trim.empty() && o.trim.matches(tree.entries[e].name); }
@@ -137,11 +159,15 @@ struct TreeQuery {
     return kept;
   }
 
-  // A kept node's totals: its own statistics and its kept children's (show_children[e]) totals.
+  // A kept node's totals: its own statistics and its kept children's (show_children[e]) totals
+  // (a leaf's are its own: numbers_of).
   void keep(int32_t e) {
-    reset_totals(numbers[e]);
-    add_self_to_totals(numbers[e]);
-    for (int32_t c : show_children[e]) aggregate_totals(numbers[e], numbers[c]);
+    const int32_t slot = tree.entries[e].inner;
+    if (slot < 0) return;
+    GraphNodeStats& n = inner_numbers[slot];
+    reset_totals(n);
+    add_self_to_totals(n);
+    for (int32_t c : show_children[e]) aggregate_child(n, c);
   }
 
   // The first nodes matching start_name_regexes on each branch, in depth-first order (an
@@ -214,11 +240,12 @@ struct TreeQuery {
     std::vector<int32_t>& children = show_children[e];
     children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
     shown.resize(first_child);
-    sort_by_order(children, numbers, o.order_by, [&](int32_t c) -> std::string_view { return tree.entries[c].name; });
-    if (o.account_displayed_op_only) {
-      reset_totals(numbers[e]);
-      add_self_to_totals(numbers[e]);
-      for (int32_t c : children) aggregate_totals(numbers[e], numbers[c]);
+    sort_shown(children);
+    if (const int32_t slot = tree.entries[e].inner; slot >= 0 && o.account_displayed_op_only) {
+      GraphNodeStats& n = inner_numbers[slot];
+      reset_totals(n);
+      add_self_to_totals(n);
+      for (int32_t c : children) aggregate_child(n, c);
     }
     indents[e] = last_indent;
     indent_bytes += static_cast<size_t>(last_indent);
@@ -226,6 +253,25 @@ struct TreeQuery {
     for (int32_t c : children) lines[e] += lines[c];
     ++shown_count;
     shown.push_back(e);
+  }
+
+  // Shown children in the view's order (sort_by_order's), the total each sorts by made once: a
+  // leaf's numbers are made when asked.
+  void sort_shown(std::vector<int32_t>& children) {
+    if (children.size() < 2) return;
+    const auto name_of = [&](int32_t c) -> std::string_view { return tree.entries[c].name; };
+    const bool by_name = order_is_by_name<GraphNodeProto>(o.order_by);
+    if (by_name) {
+      std::stable_sort(children.begin(), children.end(),
+                       [&](int32_t a, int32_t b) { return sorts_before(name_of(a), 0, name_of(b), 0, true); });
+      return;
+    }
+    keyed.clear();
+    for (int32_t c : children) keyed.emplace_back(order_total(numbers_of(c), o.order_by), c);
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+      return sorts_before(name_of(a.second), a.first, name_of(b.second), b.first, false);
+    });
+    for (size_t i = 0; i < children.size(); ++i) children[i] = keyed[i].second;
   }
 
   // A shown entry's proto in its place in the result: its name and shapes filled in there (the
@@ -260,7 +306,7 @@ struct TreeQuery {
       const int32_t c = show_children[level.e][i];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
       GraphNodeProto& child = level.out->children[i];
-      static_cast<GraphNodeStats&>(child) = numbers[c];
+      numbers_into(c, child);
       finish(c, child, text);
       const size_t grandchildren = show_children[c].size();
       child.children.resize(grandchildren);  // not resized again: the stack points into it
@@ -313,12 +359,13 @@ struct TreeQuery {
 
   GraphViewResult run(bool graph_view) {
     const int32_t root = tree.root;
-    init_graph_node_stats(numbers[root], -1, model, stats);
-    reset_totals(numbers[root]);
+    GraphNodeStats& root_numbers = inner_numbers[tree.entries[root].inner];
+    init_graph_node_stats(root_numbers, -1, model, stats);
+    reset_totals(root_numbers);
     show_children[root].clear();
     std::vector<int32_t> roots =
         graph_view ? account_graph(tree.entries[root].children) : account_scope(tree.entries[root].children);
-    for (int32_t e : roots) aggregate_totals(numbers[root], numbers[e]);
+    for (int32_t e : roots) aggregate_child(root_numbers, e);
     if (!o.start.is_all()) {
       std::fill(visited.begin(), visited.end(), 0);
       roots = search_root(roots, graph_view);
@@ -333,7 +380,7 @@ struct TreeQuery {
     const bool printed = o.output.type == "stdout" || o.output.type == "file";
     result.text = ViewText(printed ? ViewText::Indentation::kWritten : ViewText::Indentation::kDeferred);
     result.text.lines() = graph_legend(o);
-    static_cast<GraphNodeStats&>(result.root) = numbers[root];
+    static_cast<GraphNodeStats&>(result.root) = root_numbers;
     const size_t legend_bytes = result.text.lines().size();
     finish(root, result.root, result.text);
     // Room for every line: the root's line with some more for a longer name, each. Pages of the
@@ -347,6 +394,14 @@ struct TreeQuery {
     return result;
   }
 };
+
+// Gives the root and each entry with children its slot (Entry::inner).
+void number_inner_entries(ViewTree& tree) {
+  for (size_t e = 0; e < tree.entries.size(); ++e) {
+    ViewTree::Entry& entry = tree.entries[e];
+    if (!entry.children.empty() || static_cast<int32_t>(e) == tree.root) entry.inner = tree.inner_count++;
+  }
+}
 
 }  // namespace
 
@@ -400,7 +455,7 @@ ViewTree build_scope_tree(const ProfileModel& model) {
       const int32_t e = slash == std::string_view::npos ? by_name.find_or_insert_hashed(name_hash, scope, next, name_of)
                                                         : by_name.find_or_insert(scope, next, name_of);
       if (e == next) {
-        entries.push_back({scope, -1, {}});
+        entries.push_back({scope, -1, -1, {}});
         (parent >= 0 ? entries[parent].children : roots).push_back(e);
       }
       if (slash == std::string_view::npos) {
@@ -421,8 +476,9 @@ ViewTree build_scope_tree(const ProfileModel& model) {
   };
   for (ViewTree::Entry& entry : entries) sort_by_name(entry.children, component_of);
   sort_by_name(roots, component_of);
-  entries.push_back({kTFProfRoot, -1, std::move(roots)});
+  entries.push_back({kTFProfRoot, -1, -1, std::move(roots)});
   tree.root = static_cast<int32_t>(entries.size() - 1);
+  number_inner_entries(tree);
   return tree;
 }
 
@@ -446,8 +502,9 @@ ViewTree build_graph_tree(const ProfileModel& model) {
   for (size_t i = 0; i < n; ++i)
     if (!is_input[i]) roots.push_back(static_cast<int32_t>(i));
   sort_by_name(roots, [&](int32_t i) -> std::string_view { return model.nodes[i].name; });
-  tree.entries.push_back({kTFProfRoot, -1, std::move(roots)});
+  tree.entries.push_back({kTFProfRoot, -1, -1, std::move(roots)});
   tree.root = static_cast<int32_t>(n);
+  number_inner_entries(tree);
   return tree;
 }
 

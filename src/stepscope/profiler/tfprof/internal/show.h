@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +26,36 @@ void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index
 void init_graph_node_stats(GraphNodeStats& numbers, int32_t index, const ProfileModel& model,
                            const std::vector<NodeStats>& stats);
 void init_graph_node_details(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model);
+// A leaf's numbers as accounting leaves them (init_graph_node_stats, then add_self_to_totals onto
+// zero totals): the tree views make them when asked, up to four times a leaf, so every field is
+// initialised once here, inline (no zeroing first).
+inline GraphNodeStats leaf_numbers(int32_t index, const ProfileModel& model, const std::vector<NodeStats>& stats) {
+  static_assert(sizeof(GraphNodeStats) == 21 * sizeof(int64_t), "a new field of GraphNodeStats: set it here");
+  static constexpr NodeStats kNone{};
+  const NodeStats& s = index >= 0 ? stats[index] : kNone;
+  const int64_t parameters = index >= 0 ? model.nodes[index].parameters : 0;
+  return {.run_count = s.run_count,
+          .exec_micros = s.exec_micros,
+          .accelerator_exec_micros = s.accelerator_exec_micros,
+          .cpu_exec_micros = s.cpu_exec_micros,
+          .requested_bytes = s.requested_bytes,
+          .peak_bytes = s.peak_bytes,
+          .residual_bytes = s.residual_bytes,
+          .output_bytes = s.output_bytes,
+          .parameters = parameters,
+          .float_ops = s.float_ops,
+          .total_definition_count = 1,
+          .total_run_count = s.run_count,
+          .total_exec_micros = s.exec_micros,
+          .total_accelerator_exec_micros = s.accelerator_exec_micros,
+          .total_cpu_exec_micros = s.cpu_exec_micros,
+          .total_requested_bytes = s.requested_bytes,
+          .total_peak_bytes = s.peak_bytes,
+          .total_residual_bytes = s.residual_bytes,
+          .total_output_bytes = s.output_bytes,
+          .total_parameters = parameters,
+          .total_float_ops = s.float_ops};
+}
 
 // (A MultiGraphNodeProto's children are cleared too.)
 void reset_totals(GraphNodeStats& p);
@@ -44,48 +76,56 @@ bool passes_names(std::string_view name, const ViewOptions& o);
 // TFShow::SortNodes / TFMultiShow::SortNodes: the root first, then by order_by (name ascending;
 // numbers descending by their total; occurrence descending by the number of graph nodes in the
 // op/code views, by name in the scope/graph views), stably.
+template <typename Proto>
+constexpr bool order_is_by_name(OrderBy order) {
+  return order == OrderBy::kName || (order == OrderBy::kOccurrence && !std::is_same_v<Proto, MultiGraphNodeProto>);
+}
+// The number a proto sorts by when its order is not by name.
+template <typename Proto>
+int64_t order_total(const Proto& p, OrderBy order) {
+  switch (order) {
+    case OrderBy::kBytes:
+      return p.total_requested_bytes;
+    case OrderBy::kPeakBytes:
+      return p.total_peak_bytes;
+    case OrderBy::kResidualBytes:
+      return p.total_residual_bytes;
+    case OrderBy::kOutputBytes:
+      return p.total_output_bytes;
+    case OrderBy::kMicros:
+      return p.total_exec_micros;
+    case OrderBy::kAcceleratorMicros:
+      return p.total_accelerator_exec_micros;
+    case OrderBy::kCpuMicros:
+      return p.total_cpu_exec_micros;
+    case OrderBy::kParams:
+      return p.total_parameters;
+    case OrderBy::kFloatOps:
+      return p.total_float_ops;
+    case OrderBy::kOccurrence:
+      if constexpr (std::is_same_v<Proto, MultiGraphNodeProto>) return static_cast<int64_t>(p.graph_nodes.size());
+      return 0;
+    default:
+      return 0;
+  }
+}
+// Whether an item of name `name_a` and total `total_a` goes before one of `name_b` and `total_b`.
+inline bool sorts_before(std::string_view name_a, int64_t total_a, std::string_view name_b, int64_t total_b,
+                         bool by_name) {
+  if (name_a == kTFProfRoot) return name_b != kTFProfRoot;
+  if (name_b == kTFProfRoot) return false;
+  if (by_name) return name_a < name_b;
+  return total_a > total_b;
+}
 // `name_of(i)` is item i's name (by default its proto's).
 template <typename Proto, typename NameOf>
 void sort_by_order(std::vector<int32_t>& items, const std::vector<Proto>& protos, OrderBy order,
                    const NameOf& name_of) {
-  auto total = [order](const Proto& p) -> int64_t {
-    switch (order) {
-      case OrderBy::kBytes:
-        return p.total_requested_bytes;
-      case OrderBy::kPeakBytes:
-        return p.total_peak_bytes;
-      case OrderBy::kResidualBytes:
-        return p.total_residual_bytes;
-      case OrderBy::kOutputBytes:
-        return p.total_output_bytes;
-      case OrderBy::kMicros:
-        return p.total_exec_micros;
-      case OrderBy::kAcceleratorMicros:
-        return p.total_accelerator_exec_micros;
-      case OrderBy::kCpuMicros:
-        return p.total_cpu_exec_micros;
-      case OrderBy::kParams:
-        return p.total_parameters;
-      case OrderBy::kFloatOps:
-        return p.total_float_ops;
-      default:
-        return 0;
-    }
-  };
   if (items.size() < 2) return;  // std::stable_sort allocates a buffer even for one item
-  constexpr bool kMulti = std::is_same_v<Proto, MultiGraphNodeProto>;
-  const bool by_name = order == OrderBy::kName || (order == OrderBy::kOccurrence && !kMulti);
+  const bool by_name = order_is_by_name<Proto>(order);
   std::stable_sort(items.begin(), items.end(), [&](int32_t a, int32_t b) {
-    const Proto& pa = protos[a];
-    const Proto& pb = protos[b];
-    const std::string_view name_a = name_of(a), name_b = name_of(b);
-    if (name_a == kTFProfRoot) return name_b != kTFProfRoot;
-    if (name_b == kTFProfRoot) return false;
-    if (by_name) return name_a < name_b;
-    if constexpr (kMulti) {
-      if (order == OrderBy::kOccurrence) return pa.graph_nodes.size() > pb.graph_nodes.size();
-    }
-    return total(pa) > total(pb);
+    return sorts_before(name_of(a), by_name ? 0 : order_total(protos[a], order), name_of(b),
+                        by_name ? 0 : order_total(protos[b], order), by_name);
   });
 }
 
