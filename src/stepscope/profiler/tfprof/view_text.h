@@ -25,7 +25,8 @@ class ViewText {
   std::string& lines();
   Indentation indentation() const;
   void indent(size_t width);
-  // Appends another text (its lines and their indentation) after this one's.
+  // Appends another text (its lines and their indentation) after this one's. A deferred text's
+  // are moved in, not copied: `other` (and any copy of it) reads empty after.
   void append(ViewText&& other);
 
   // The whole text: written on the first call (from any number of threads), then kept. Copies

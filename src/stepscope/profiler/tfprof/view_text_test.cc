@@ -54,6 +54,27 @@ TEST(ViewTextTest, AppendKeepsEachPartsIndentation) {
     }
 }
 
+// Deferred texts appended are moved in whole, parts of parts included, and read in order.
+TEST(ViewTextTest, AppendedPartsOfPartsReadInOrder) {
+  ViewText a(ViewText::Indentation::kDeferred), b(ViewText::Indentation::kDeferred),
+      c(ViewText::Indentation::kDeferred);
+  write_lines(a);
+  b.indent(2);
+  b.lines() += "b1\n";
+  c.indent(4);
+  c.lines() += "c1\n";
+  c.lines() += "c2\n";
+  b.append(std::move(c));
+  EXPECT_EQ(c.str(), "");  // NOLINT(bugprone-use-after-move): its parts moved into b
+  b.indent(6);
+  b.lines() += "b2\n";  // after c's lines
+  a.append(std::move(b));
+  a.lines() += "a2\n";
+  const ViewText copy = a;
+  EXPECT_EQ(copy.str(), "legend\nroot\n  a\n    b\n  b1\n    c1\nc2\n      b2\na2\n");
+  EXPECT_EQ(&a.str(), &copy.str());
+}
+
 TEST(ViewTextTest, AppendingATextReadAlreadyKeepsItsIndentation) {
   ViewText a(ViewText::Indentation::kDeferred), b(ViewText::Indentation::kDeferred);
   a.lines() += "a\n";
