@@ -30,7 +30,8 @@ struct TreeQuery {
   std::vector<GraphNodeStats> inner_numbers;
   std::vector<std::pair<int64_t, int32_t>> keyed;  // sort_shown's: children by their order's total
   std::vector<char> account;
-  std::vector<std::vector<int32_t>> show_children;
+  // The kept, then shown, children of the entries with a slot (a leaf has none): children_of.
+  std::vector<std::vector<int32_t>> inner_children;
   // Each shown entry's indentation, and their sum and count: the text is written at the end, in
   // display order, once every total is known (a chain's indentation grows with its depth).
   std::vector<int32_t> indents;
@@ -47,7 +48,7 @@ struct TreeQuery {
         synthetic_op_type(synthetic),
         inner_numbers(sized_huge<GraphNodeStats>(static_cast<size_t>(t.inner_count))),
         account(t.entries.size(), 0),
-        show_children(sized_huge<std::vector<int32_t>>(t.entries.size())),
+        inner_children(sized_huge<std::vector<int32_t>>(static_cast<size_t>(t.inner_count))),
         indents(t.entries.size(), 0),
         lines(t.entries.size(), 0),
         visited(t.entries.size(), 0) {}
@@ -61,6 +62,14 @@ struct TreeQuery {
     const int32_t n = tree.entries[e].node;
     return n >= 0 ? &model.nodes[n] : nullptr;
   }
+
+  // An entry's kept or shown children (none for a leaf); filled only where the entry has a slot.
+  const std::vector<int32_t>& children_of(int32_t e) const {
+    static const std::vector<int32_t> kNone;
+    const int32_t slot = tree.entries[e].inner;
+    return slot >= 0 ? inner_children[slot] : kNone;
+  }
+  std::vector<int32_t>& children_to_fill(int32_t e) { return inner_children[tree.entries[e].inner]; }
 
   // An entry's numbers: its slot's, or, for a leaf, its node's own statistics and the same
   // totals (a kept leaf is accounted).
@@ -109,7 +118,11 @@ struct TreeQuery {
     return kept;
   }
   bool account_scope_entry(int32_t e) {
-    std::vector<int32_t>& kept_children = show_children[e];  // filled in place: keep() reads it there
+    if (tree.entries[e].inner < 0) {  // a leaf: kept when accounted
+      account[e] = reaccount(e);
+      return account[e] != 0;
+    }
+    std::vector<int32_t>& kept_children = children_to_fill(e);        // filled in place: keep() reads it there
     kept_children.clear();
     for (int32_t c : tree.entries[e].children)
       if (account_scope_entry(c)) kept_children.push_back(c);
@@ -148,7 +161,7 @@ struct TreeQuery {
         std::vector<int32_t>& parent_kept = stack.empty() ? kept : stack.back().kept_children;
         account[done.e] = reaccount(done.e);
         if (account[done.e]) {
-          show_children[done.e] = std::move(done.kept_children);
+          if (tree.entries[done.e].inner >= 0) children_to_fill(done.e) = std::move(done.kept_children);
           keep(done.e);
           parent_kept.push_back(done.e);
         } else {
@@ -159,7 +172,7 @@ struct TreeQuery {
     return kept;
   }
 
-  // A kept node's totals: its own statistics and its kept children's (show_children[e]) totals
+  // A kept node's totals: its own statistics and its kept children's (children_of(e)) totals
   // (a leaf's are its own: numbers_of).
   void keep(int32_t e) {
     const int32_t slot = tree.entries[e].inner;
@@ -167,7 +180,7 @@ struct TreeQuery {
     GraphNodeStats& n = inner_numbers[slot];
     reset_totals(n);
     add_self_to_totals(n);
-    for (int32_t c : show_children[e]) aggregate_child(n, c);
+    for (int32_t c : children_of(e)) aggregate_child(n, c);
   }
 
   // The first nodes matching start_name_regexes on each branch, in depth-first order (an
@@ -186,7 +199,8 @@ struct TreeQuery {
         found.push_back(e);
         continue;
       }
-      stack.insert(stack.end(), show_children[e].rbegin(), show_children[e].rend());
+      const std::vector<int32_t>& children = children_of(e);
+      stack.insert(stack.end(), children.rbegin(), children.rend());
     }
     return found;
   }
@@ -194,9 +208,9 @@ struct TreeQuery {
   // PrintScope / PrintGraph: which nodes show, indented 2 spaces per shown ancestor. The shown
   // ones among `root` (at depth 1) and its descendants (a hidden node's shown descendants in
   // its place) are appended to `shown`, which every level shares: a level past a hidden node
-  // has its shown children there already, and a shown node takes its own off into
-  // show_children. A loop over an explicit stack: the graph view is as deep as the graph (and
-  // max_depth).
+  // has its shown children there already, and a shown node takes its own off into its slot's
+  // children (children_of). A loop over an explicit stack: the graph view is as deep as the
+  // graph (and max_depth).
   void print(int32_t root, bool once, std::vector<int32_t>& shown) {
     struct Level {
       const std::vector<int32_t>* entries;
@@ -227,8 +241,7 @@ struct TreeQuery {
       level.show = should_show(e, level.depth);
       level.first_child = shown.size();
       if (!should_trim(e) && level.depth <= o.max_depth) {
-        const Level below{&show_children[e], 0, level.depth + 1,
-                          level.show ? level.last_indent + 2 : level.last_indent};
+        const Level below{&children_of(e), 0, level.depth + 1, level.show ? level.last_indent + 2 : level.last_indent};
         stack.push_back(below);  // `level` is not used past here
       }
     }
@@ -237,20 +250,22 @@ struct TreeQuery {
   // as its children, sorted, and stands in their place.
   void keep_shown(int32_t e, bool show, int last_indent, size_t first_child, std::vector<int32_t>& shown) {
     if (!show) return;  // its shown descendants stay in its place
-    std::vector<int32_t>& children = show_children[e];
-    children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
-    shown.resize(first_child);
-    sort_shown(children);
-    if (const int32_t slot = tree.entries[e].inner; slot >= 0 && o.account_displayed_op_only) {
-      GraphNodeStats& n = inner_numbers[slot];
-      reset_totals(n);
-      add_self_to_totals(n);
-      for (int32_t c : children) aggregate_child(n, c);
-    }
     indents[e] = last_indent;
     indent_bytes += static_cast<size_t>(last_indent);
     lines[e] = 1;
-    for (int32_t c : children) lines[e] += lines[c];
+    if (const int32_t slot = tree.entries[e].inner; slot >= 0) {  // a leaf has no shown descendants
+      std::vector<int32_t>& children = inner_children[slot];
+      children.assign(shown.begin() + static_cast<ptrdiff_t>(first_child), shown.end());
+      shown.resize(first_child);
+      sort_shown(children);
+      if (o.account_displayed_op_only) {
+        GraphNodeStats& n = inner_numbers[slot];
+        reset_totals(n);
+        add_self_to_totals(n);
+        for (int32_t c : children) aggregate_child(n, c);
+      }
+      for (int32_t c : children) lines[e] += lines[c];
+    }
     ++shown_count;
     shown.push_back(e);
   }
@@ -303,12 +318,12 @@ struct TreeQuery {
         continue;
       }
       const size_t i = level.next++;
-      const int32_t c = show_children[level.e][i];
+      const int32_t c = children_of(level.e)[i];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
       GraphNodeProto& child = level.out->children[i];
       numbers_into(c, child);
       finish(c, child, text);
-      const size_t grandchildren = show_children[c].size();
+      const size_t grandchildren = children_of(c).size();
       child.children.resize(grandchildren);  // not resized again: the stack points into it
       if (grandchildren > 0) stack.push_back({c, 0, grandchildren, &child});  // `level` is not used past here
     }
@@ -319,7 +334,7 @@ struct TreeQuery {
   // of 10^5 nodes takes 0.78x the time; at 10^6 on a VM whose fresh memory costs its host's
   // faults too, no gain (BENCHMARKS.md, issue 16, sixteenth session).
   void format_top(ViewText& text, GraphNodeProto& root_proto, std::vector<int32_t>& displayed, size_t line_bytes) {
-    const std::vector<int32_t>& top = show_children[tree.root];
+    const std::vector<int32_t>& top = children_of(tree.root);
     root_proto.children.resize(top.size());
     size_t split = top.size(), first_lines = 0;
     if (shown_count >= kLinesWorthAThread && top.size() >= 2 && hardware_cores() > 1) {
@@ -362,7 +377,7 @@ struct TreeQuery {
     GraphNodeStats& root_numbers = inner_numbers[tree.entries[root].inner];
     init_graph_node_stats(root_numbers, -1, model, stats);
     reset_totals(root_numbers);
-    show_children[root].clear();
+    children_to_fill(root).clear();
     std::vector<int32_t> roots =
         graph_view ? account_graph(tree.entries[root].children) : account_scope(tree.entries[root].children);
     for (int32_t e : roots) aggregate_child(root_numbers, e);
@@ -371,7 +386,7 @@ struct TreeQuery {
       roots = search_root(roots, graph_view);
     }
     std::fill(visited.begin(), visited.end(), 0);
-    show_children[root] = roots;
+    children_to_fill(root) = roots;
     std::vector<int32_t> shown;
     print(root, graph_view, shown);
 
