@@ -1,6 +1,7 @@
 // The scope view: TensorFlow's tfprof_show_test.cc expectations on the same model, and the
 // option semantics of tfprof_show.cc / tfprof_scope.cc.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -442,6 +443,45 @@ TEST(ScopeTree, NeighboursSharingPrefixesButNotScopesLandInTheirOwn) {
   const ViewTree tree = build_scope_tree(model);
   EXPECT_EQ(render_scope_tree(tree),
             "_TFProfRoot(a#6(a/b#5(a/b/c#2(a/b/c/e#7) a/b/d#4) a/c#1 a/x(a/x/y#3)) ab#9(ab/c#0(ab/c/f#8)))");
+}
+
+// Runs `work` on a thread whose stack is `bytes`: what recursed a level a scope overflowed it.
+void run_on_a_stack_of(size_t bytes, const std::function<void()>& work) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t thread;
+  const auto run = [](void* w) -> void* {
+    (*static_cast<const std::function<void()>*>(w))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, run, const_cast<std::function<void()>*>(&work)), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// A node 20,000 scopes deep ("s/s/.../s/c", as a profile file may hold): the scope view's
+// accounting went down a level a scope by recursion, and overflowed this 1 MiB stack.
+TEST(ScopeView, ANameDeeperThanTheStack) {
+  constexpr int kDepth = 20000;
+  std::string name;
+  for (int i = 0; i < kDepth; ++i) name += "s/";
+  Graph g;
+  tfprof::testing::add_node(g, name + "c", "Add", {}, Shape{16}, 16);
+  tfprof::testing::add_node(g, "d", "Add", {}, Shape{16}, 16);
+  std::string text, hidden;
+  run_on_a_stack_of(1 << 20, [&] {
+    Profiler p(g);
+    auto o = tf_test_options("name", {".*"}, {"float_ops"});
+    o.max_depth = 3;
+    text = p.profile_name_scope(o).text();
+    o.account_type_regexes = {"Nothing"};  // no node accounted: no scope stays
+    hidden = p.profile_name_scope(o).text();
+  });
+  EXPECT_EQ(text,
+            "node name | # float_ops\n_TFProfRoot (--/32 flops)\n  d (16/16 flops)\n  s (0/16 flops)\n"
+            "    s/s (0/16 flops)\n");
+  EXPECT_EQ(hidden, "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
 }
 
 // A query keeps totals only for the root and the entries with children (Entry::inner); a leaf's

@@ -110,26 +110,41 @@ struct TreeQuery {
   bool should_trim(int32_t e) const { return !o.trim.empty() && o.trim.matches(tree.entries[e].name); }
 
   // Accounting of the scope view: a node stays when it or a descendant is accounted; its totals
-  // are its own statistics plus its staying children's totals.
+  // are its own statistics plus its staying children's totals. Children first, over an explicit
+  // stack: a name is as deep as its scopes, and a profile file's may have tens of thousands.
   std::vector<int32_t> account_scope(const std::vector<int32_t>& roots) {
     std::vector<int32_t> kept;
-    for (int32_t e : roots)
-      if (account_scope_entry(e)) kept.push_back(e);
-    return kept;
-  }
-  bool account_scope_entry(int32_t e) {
-    if (tree.entries[e].inner < 0) {  // a leaf: kept when accounted
-      account[e] = reaccount(e);
-      return account[e] != 0;
+    std::vector<std::pair<int32_t, size_t>> stack;  // an entry with children, and its next child
+    for (int32_t r : roots) {
+      if (tree.entries[r].inner < 0) {  // a leaf: kept when accounted
+        account[r] = reaccount(r);
+        if (account[r]) kept.push_back(r);
+        continue;
+      }
+      children_to_fill(r).clear();  // filled in place: keep() reads it there
+      stack.emplace_back(r, 0);
+      while (!stack.empty()) {
+        auto& [e, next] = stack.back();
+        const std::vector<int32_t>& children = tree.entries[e].children;
+        if (next < children.size()) {
+          const int32_t c = children[next++];
+          if (tree.entries[c].inner >= 0) {
+            children_to_fill(c).clear();
+            stack.emplace_back(c, 0);  // `e` and `next` are not used past here
+          } else if ((account[c] = reaccount(c))) {
+            children_to_fill(e).push_back(c);
+          }
+          continue;
+        }
+        const int32_t done = e;
+        stack.pop_back();
+        account[done] = reaccount(done);
+        if (!account[done] && children_of(done).empty()) continue;
+        keep(done);
+        (stack.empty() ? kept : children_to_fill(stack.back().first)).push_back(done);
+      }
     }
-    std::vector<int32_t>& kept_children = children_to_fill(e);        // filled in place: keep() reads it there
-    kept_children.clear();
-    for (int32_t c : tree.entries[e].children)
-      if (account_scope_entry(c)) kept_children.push_back(c);
-    account[e] = reaccount(e);
-    if (!account[e] && kept_children.empty()) return false;
-    keep(e);
-    return true;
+    return kept;
   }
 
   // Accounting of the graph view: an unaccounted node passes its accounted inputs up. A node's
