@@ -73,10 +73,6 @@ struct TreeQuery {
 
   // An entry's numbers: its slot's, or, for a leaf, its node's own statistics and the same
   // totals (a kept leaf is accounted).
-  void numbers_into(int32_t e, GraphNodeStats& into) const {
-    const ViewTree::Entry& entry = tree.entries[e];
-    into = entry.inner >= 0 ? inner_numbers[entry.inner] : leaf_numbers(entry.node, model, stats);
-  }
   GraphNodeStats numbers_of(int32_t e) const {
     const ViewTree::Entry& entry = tree.entries[e];
     return entry.inner >= 0 ? inner_numbers[entry.inner] : leaf_numbers(entry.node, model, stats);
@@ -336,7 +332,7 @@ struct TreeQuery {
       const int32_t c = children_of(level.e)[i];
       if (tree.entries[c].node >= 0) displayed.push_back(tree.entries[c].node);
       GraphNodeProto& child = level.out->children[i];
-      numbers_into(c, child);
+      static_cast<GraphNodeStats&>(child) = numbers_of(c);
       finish(c, child, text);
       const size_t grandchildren = children_of(c).size();
       child.children.resize(grandchildren);  // not resized again: the stack points into it
