@@ -47,6 +47,23 @@ class NodeNameIndex {
     if (2 * (size_ + 1) > slots_.size()) grow(size_ + 1, name_of);
     return insert_hashed(h, name, index, name_of);
   }
+  // The entry hashed `h` that is_it(entry) says is the one sought, if there is one, else
+  // `index`, added under `h`: for a caller whose entries are not told apart by their names (the
+  // scope tree's, by their parent and last component). hash_of(entry) is an entry's `h` again,
+  // for growing.
+  template <class IsIt, class HashOf>
+  int32_t find_or_insert_if(uint64_t h, int32_t index, const IsIt& is_it, const HashOf& hash_of) {
+    if (2 * (size_ + 1) > slots_.size()) grow_by(size_ + 1, hash_of);
+    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
+      Slot& slot = slots_[at];
+      if (slot.index < 0) {
+        slot = {tag(h), index};
+        ++size_;
+        return index;
+      }
+      if (slot.tag == tag(h) && is_it(slot.index)) return slot.index;
+    }
+  }
   void prefetch(uint64_t h) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
   }
@@ -96,10 +113,19 @@ class NodeNameIndex {
   void reserve(size_t n, const NameOf& name_of) {
     if (2 * n > slots_.size()) grow(n, name_of);
   }
+  // The same for an index filled by find_or_insert_if (hash_of as there).
+  template <class HashOf>
+  void reserve_by(size_t n, const HashOf& hash_of) {
+    if (2 * n > slots_.size()) grow_by(n, hash_of);
+  }
 
  private:
   template <class NameOf>
   void grow(size_t n, const NameOf& name_of) {
+    grow_by(n, [&](int32_t index) { return hash(name_of(index)); });
+  }
+  template <class HashOf>
+  void grow_by(size_t n, const HashOf& hash_of) {
     size_t capacity = 16;
     while (capacity < 2 * n) capacity *= 2;
     std::vector<Slot> old(capacity);
@@ -107,7 +133,7 @@ class NodeNameIndex {
     mask_ = capacity - 1;
     for (const Slot& slot : old) {
       if (slot.index < 0) continue;
-      for (size_t at = hash(name_of(slot.index)) & mask_;; at = (at + 1) & mask_) {
+      for (size_t at = hash_of(slot.index) & mask_;; at = (at + 1) & mask_) {
         if (slots_[at].index >= 0) continue;
         slots_[at] = slot;
         break;

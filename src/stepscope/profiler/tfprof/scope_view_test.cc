@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <random>
+#include <set>
 #include <sstream>
 
 #include "stepscope/base/error.h"
@@ -482,6 +485,83 @@ TEST(ScopeView, ANameDeeperThanTheStack) {
             "node name | # float_ops\n_TFProfRoot (--/32 flops)\n  d (16/16 flops)\n  s (0/16 flops)\n"
             "    s/s (0/16 flops)\n");
   EXPECT_EQ(hidden, "node name | # float_ops\n_TFProfRoot (--/0 flops)\n");
+}
+
+// Names 200,000 scopes deep: each scope is found by its parent and last component, in time
+// linear in the name (hashing and comparing every whole prefix took ~10 s a name here). The
+// second deep name comes after another, so its scopes are found through the index, not shared
+// with its neighbour's.
+TEST(ScopeTree, NamesAsDeepAsAProfileFileMayMakeThemStayLinear) {
+  constexpr int kDepth = 200000;
+  std::string scopes;
+  for (int i = 0; i < kDepth; ++i) scopes += "s/";
+  ProfileModel model;
+  for (const std::string& name : {scopes + "a", std::string("x"), scopes + "c"}) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  const ViewTree tree = build_scope_tree(model);
+  ASSERT_EQ(tree.entries.size(), static_cast<size_t>(kDepth) + 4);  // the scopes, a, x, c and the root
+  const ViewTree::Entry* deepest = &tree.entries[tree.entries[tree.root].children.at(0)];
+  for (int level = 1; level < kDepth; ++level) {
+    ASSERT_EQ(deepest->children.size(), 1u) << level;
+    deepest = &tree.entries[deepest->children[0]];
+  }
+  ASSERT_EQ(deepest->children.size(), 2u);
+  EXPECT_EQ(tree.entries[deepest->children[0]].node, 0);  // a, then c: in name order
+  EXPECT_EQ(tree.entries[deepest->children[1]].node, 2);
+  EXPECT_EQ(tree.entries[tree.entries[tree.root].children.at(1)].name, "x");
+}
+
+// Random names of a few short components (empty ones too: "a//b", "/a", "a/"), repeated and in
+// any order: one entry for each name and each scope in it, under the scope that is its name up
+// to the last '/', a node name's entry holding its first node.
+TEST(ScopeTree, EveryNameAndScopeOnceUnderItsParent) {
+  std::mt19937 random(16);
+  const std::vector<std::string> components{"a", "b", "ab", "", "a_1"};
+  std::vector<std::string> names;
+  for (int i = 0; i < 3000; ++i) {
+    std::string name = components[random() % components.size()];
+    for (int depth = static_cast<int>(random() % 5); depth > 0; --depth)
+      name += "/" + components[random() % components.size()];
+    names.push_back(name);
+  }
+  ProfileModel model;
+  for (const std::string& name : names) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  const ViewTree tree = build_scope_tree(model);
+  std::map<std::string, int32_t> entry_of;
+  std::map<int32_t, int32_t> parent_of;
+  for (size_t e = 0; e < tree.entries.size(); ++e) {
+    if (static_cast<int32_t>(e) == tree.root) continue;
+    EXPECT_TRUE(entry_of.emplace(std::string(tree.entries[e].name), static_cast<int32_t>(e)).second)
+        << "twice: " << tree.entries[e].name;
+  }
+  for (size_t e = 0; e < tree.entries.size(); ++e)
+    for (int32_t c : tree.entries[e].children) EXPECT_TRUE(parent_of.emplace(c, static_cast<int32_t>(e)).second);
+  std::set<std::string> expected;
+  for (const std::string& name : names)
+    for (size_t slash = name.find('/');; slash = name.find('/', slash + 1)) {
+      expected.insert(name.substr(0, slash));
+      if (slash == std::string::npos) break;
+    }
+  EXPECT_EQ(entry_of.size(), expected.size());
+  for (const auto& [name, e] : entry_of) {
+    EXPECT_TRUE(expected.count(name)) << name;
+    const size_t slash = name.rfind('/');
+    const int32_t parent = parent_of.at(e);
+    const std::string parent_name = slash == std::string::npos ? std::string(kTFProfRoot) : name.substr(0, slash);
+    EXPECT_EQ(tree.entries[parent].name, parent_name) << name;
+  }
+  std::map<std::string, int32_t> first_node;
+  for (size_t i = 0; i < names.size(); ++i) first_node.emplace(names[i], static_cast<int32_t>(i));
+  for (const auto& [name, node] : first_node) EXPECT_EQ(tree.entries[entry_of.at(name)].node, node) << name;
 }
 
 // A query keeps totals only for the root and the entries with children (Entry::inner); a leaf's
