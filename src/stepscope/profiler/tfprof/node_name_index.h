@@ -54,15 +54,7 @@ class NodeNameIndex {
   template <class IsIt, class HashOf>
   int32_t find_or_insert_if(uint64_t h, int32_t index, const IsIt& is_it, const HashOf& hash_of) {
     if (2 * (size_ + 1) > slots_.size()) grow_by(size_ + 1, hash_of);
-    for (size_t at = h & mask_;; at = (at + 1) & mask_) {
-      Slot& slot = slots_[at];
-      if (slot.index < 0) {
-        slot = {tag(h), index};
-        ++size_;
-        return index;
-      }
-      if (slot.tag == tag(h) && is_it(slot.index)) return slot.index;
-    }
+    return probe(h, index, is_it);
   }
   void prefetch(uint64_t h) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[h & mask_]);
@@ -79,6 +71,11 @@ class NodeNameIndex {
   // With room for one more. Returns the index now under `name`.
   template <class NameOf>
   int32_t insert_hashed(uint64_t h, std::string_view name, int32_t index, const NameOf& name_of) {
+    return probe(h, index, [&](int32_t other) { return name_of(other) == name; });
+  }
+  // With room for one more: the entry hashed `h` that is_it() takes, else `index` added.
+  template <class IsIt>
+  int32_t probe(uint64_t h, int32_t index, const IsIt& is_it) {
     for (size_t at = h & mask_;; at = (at + 1) & mask_) {
       Slot& slot = slots_[at];
       if (slot.index < 0) {
@@ -86,7 +83,7 @@ class NodeNameIndex {
         ++size_;
         return index;
       }
-      if (slot.tag == tag(h) && name_of(slot.index) == name) return slot.index;
+      if (slot.tag == tag(h) && is_it(slot.index)) return slot.index;
     }
   }
 

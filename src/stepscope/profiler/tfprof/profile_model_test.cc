@@ -12,16 +12,7 @@
 namespace stepscope::tfprof {
 namespace {
 
-ProfileModel model_of(const std::vector<std::string>& names) {
-  ProfileModel model;
-  for (const std::string& name : names) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
-  return model;
-}
+using testing::model_of;
 
 // order_by_name sorts on packed 16-byte prefixes first: it must still give std::string's order
 // where names share 16 bytes or more, end inside them, or hold bytes above 0x7f.

@@ -421,13 +421,7 @@ std::string render_scope_tree(const ViewTree& tree) {
 // The scope tree's shape on names whose scopes sort unlike their characters ('-' < '/' < '0'),
 // with empty components and a node that is also a scope.
 TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
-  ProfileModel model;
-  for (const char* name : {"a/b/c", "a/b0", "a/b-x", "a", "z//d", "/lead"}) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
+  const ProfileModel model = tfprof::testing::model_of({"a/b/c", "a/b0", "a/b-x", "a", "z//d", "/lead"});
   const ViewTree tree = build_scope_tree(model);
   EXPECT_EQ(render_scope_tree(tree), "_TFProfRoot((/lead#5) a#3(a/b(a/b/c#0) a/b-x#2 a/b0#1) z(z/(z//d#4)))");
 }
@@ -436,13 +430,8 @@ TEST(ScopeTree, ChildrenInNameOrderWhateverTheCharacters) {
 // that share a prefix but not a scope ("ab/c" then "a/c"), a scope left and entered again, a
 // node named like the previous node's scope, and one deeper in it must still land in place.
 TEST(ScopeTree, NeighboursSharingPrefixesButNotScopesLandInTheirOwn) {
-  ProfileModel model;
-  for (const char* name : {"ab/c", "a/c", "a/b/c", "a/x/y", "a/b/d", "a/b", "a", "a/b/c/e", "ab/c/f", "ab"}) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
+  const ProfileModel model =
+      tfprof::testing::model_of({"ab/c", "a/c", "a/b/c", "a/x/y", "a/b/d", "a/b", "a", "a/b/c/e", "ab/c/f", "ab"});
   const ViewTree tree = build_scope_tree(model);
   EXPECT_EQ(render_scope_tree(tree),
             "_TFProfRoot(a#6(a/b#5(a/b/c#2(a/b/c/e#7) a/b/d#4) a/c#1 a/x(a/x/y#3)) ab#9(ab/c#0(ab/c/f#8)))");
@@ -495,13 +484,7 @@ TEST(ScopeTree, NamesAsDeepAsAProfileFileMayMakeThemStayLinear) {
   constexpr int kDepth = 200000;
   std::string scopes;
   for (int i = 0; i < kDepth; ++i) scopes += "s/";
-  ProfileModel model;
-  for (const std::string& name : {scopes + "a", std::string("x"), scopes + "c"}) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
+  const ProfileModel model = tfprof::testing::model_of({scopes + "a", std::string("x"), scopes + "c"});
   const ViewTree tree = build_scope_tree(model);
   ASSERT_EQ(tree.entries.size(), static_cast<size_t>(kDepth) + 4);  // the scopes, a, x, c and the root
   const ViewTree::Entry* deepest = &tree.entries[tree.entries[tree.root].children.at(0)];
@@ -528,13 +511,7 @@ TEST(ScopeTree, EveryNameAndScopeOnceUnderItsParent) {
       name += "/" + components[random() % components.size()];
     names.push_back(name);
   }
-  ProfileModel model;
-  for (const std::string& name : names) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
+  const ProfileModel model = tfprof::testing::model_of(names);
   const ViewTree tree = build_scope_tree(model);
   std::map<std::string, int32_t> entry_of;
   std::map<int32_t, int32_t> parent_of;
@@ -580,13 +557,7 @@ void expect_slots_for_inner_entries_only(const ViewTree& tree) {
 }
 
 TEST(ScopeTree, TotalsSlotsForTheRootAndEntriesWithChildren) {
-  ProfileModel model;
-  for (const char* name : {"a/b/c", "a", "a/d", "e"}) {
-    ModelNode node;
-    node.name = name;
-    node.op = "NoOp";
-    model.add_node(std::move(node));
-  }
+  const ProfileModel model = tfprof::testing::model_of({"a/b/c", "a", "a/d", "e"});
   const ViewTree scopes = build_scope_tree(model);
   expect_slots_for_inner_entries_only(scopes);
   EXPECT_EQ(scopes.inner_count, 3);  // the root, a, a/b

@@ -15,9 +15,22 @@
 
 #include "stepscope/graph/graph.h"
 #include "stepscope/graph/op_def.h"
+#include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/runtime/run_options.h"
 
 namespace stepscope::tfprof::testing {
+
+// A model of NoOp nodes with these names, in this order (no graph behind it).
+inline ProfileModel model_of(const std::vector<std::string>& names) {
+  ProfileModel model;
+  for (const std::string& name : names) {
+    ModelNode node;
+    node.name = name;
+    node.op = "NoOp";
+    model.add_node(std::move(node));
+  }
+  return model;
+}
 
 inline const OpDef& test_op(const std::string& type) {
   static std::map<std::string, std::unique_ptr<OpDef>> ops;
