@@ -17,7 +17,11 @@
 // (--only first K: a new session's first traced run, K times, to profile what a plan's first
 // traced step costs; --only kept K: traced into a new RunMetadata each time while the earlier
 // ones stay alive, the "fresh 2nd" case K times; --only kept_spaced K: the same with 10
-// untraced steps before each, as a user who traces every 10th step and keeps each one.)
+// untraced steps before each, as a user who traces every 10th step and keeps each one. Under
+// --only, each repetition's CPU time, user and system, and the pages it touched first go to
+// stderr with its time.)
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -63,6 +67,26 @@ double seconds_of(const std::function<void()>& body) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+double milliseconds(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
+
+// One repetition of `phase`, timed. Under --only that phase, its CPU time (user and system, of
+// every thread: a thread beside counts) and the pages first touched in it (minor faults) go to
+// stderr: on a VM, the system time of the same number of faults varies several-fold from run to
+// run, while the user time and the faults do not, so they tell the code's cost from the host's.
+double repetition_seconds(const char* phase, const std::function<void()>& body) {
+  const bool report = !only_phase.empty() && only_phase == phase;
+  rusage before{}, after{};
+  if (report) getrusage(RUSAGE_SELF, &before);
+  const double seconds = seconds_of(body);
+  if (report) {
+    getrusage(RUSAGE_SELF, &after);
+    std::fprintf(stderr, "%s: %.4g ms, user %.4g ms, system %.4g ms, %ld pages first touched\n", phase, seconds * 1e3,
+                 milliseconds(after.ru_utime) - milliseconds(before.ru_utime),
+                 milliseconds(after.ru_stime) - milliseconds(before.ru_stime), after.ru_minflt - before.ru_minflt);
+  }
+  return seconds;
+}
+
 // The median; under --only, every time (sorted) goes to stderr too: this VM's times drift, and
 // a before/after comparison wants the spread and the minimum.
 double median_of(std::vector<double> times, const char* phase) {
@@ -79,7 +103,7 @@ double median_seconds(const char* phase, int reps, const std::function<void()>& 
   std::vector<double> times;
   for (int i = 0; i < reps_for(phase, reps); ++i) {
     pause_before_repetition();
-    times.push_back(seconds_of(body));
+    times.push_back(repetition_seconds(phase, body));
   }
   return median_of(std::move(times), phase);
 }
@@ -132,7 +156,7 @@ Row measure(int64_t n) {
       again.run(feeds, {y});
       RunMetadata first;
       pause_before_repetition();
-      times.push_back(seconds_of([&] { again.run(feeds, {y}, {}, traced, &first); }));
+      times.push_back(repetition_seconds("first", [&] { again.run(feeds, {y}, {}, traced, &first); }));
     }
     median_of(std::move(times), "first");  // to stderr; the row keeps the process's first traced run
   }
@@ -144,7 +168,7 @@ Row measure(int64_t n) {
     std::vector<double> times;
     for (int i = 0; i < reps_for("read", reps); ++i) {
       session.run(feeds, {y}, {}, traced, &metadata);
-      times.push_back(seconds_of([&] { (void)metadata.step_stats.dev_stats(); }));
+      times.push_back(repetition_seconds("read", [&] { (void)metadata.step_stats.dev_stats(); }));
     }
     row.read_s = median_of(std::move(times), "read");
   }
@@ -153,7 +177,8 @@ Row measure(int64_t n) {
     session.run(feeds, {y}, {}, traced, &kept[0]);
     std::vector<double> times;
     for (int i = 1; i <= only_repeat; ++i)
-      times.push_back(seconds_of([&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
+      times.push_back(
+          repetition_seconds("kept", [&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
     median_of(std::move(times), "kept");
   }
   if (only_phase == "kept_spaced") {  // the same, with 10 untraced steps before each traced one
@@ -162,7 +187,8 @@ Row measure(int64_t n) {
     std::vector<double> times;
     for (int i = 1; i <= only_repeat; ++i) {
       for (int k = 0; k < 10; ++k) session.run(feeds, {y});
-      times.push_back(seconds_of([&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
+      times.push_back(repetition_seconds(
+          "kept_spaced", [&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
     }
     median_of(std::move(times), "kept_spaced");
   }
@@ -202,7 +228,7 @@ Row measure(int64_t n) {
       profiler.set_log(&quiet);
       profiler.add_step(1, metadata);
       pause_before_repetition();
-      times.push_back(seconds_of([&] { view(profiler); }));
+      times.push_back(repetition_seconds(phase, [&] { view(profiler); }));
     }
     return median_of(std::move(times), phase);
   };
