@@ -14,7 +14,9 @@
 // did: add_step of 10^6 nodes took 2.0-6.3 s on memory free for a few seconds (as in a new
 // process, or minutes after the last query) against 1.1-1.6 s in 4 KiB pages, and even back to
 // back some repetitions took 2.2-6.3 s (medians 0.62-2.2 s against 0.95-1.5 s). The views'
-// arrays keep their advice there: the same comparison was mixed for them.
+// arrays keep their advice there: the same comparison was mixed for them. The op view's protos
+// of 10^6 nodes of one type (~300 MB, new each query) took 0.30-1.18 s in huge pages against
+// 0.42-1.75 s (thirtieth session, three rounds of four queries; with 3 s between queries too).
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
