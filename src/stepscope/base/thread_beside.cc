@@ -55,7 +55,7 @@ constexpr size_t kMostParked = 8;
 struct Parked {
   std::mutex mutex;
   std::vector<Helper*> helpers;
-  bool made_any = false;
+  int made = 0;  // threads made in this process (for make_ahead)
 };
 Parked* the_parked = nullptr;  // set once, before anything uses it (parked_helpers)
 
@@ -67,7 +67,7 @@ void lock_parked() { the_parked->mutex.lock(); }
 void unlock_parked() { the_parked->mutex.unlock(); }
 void forget_parked() {
   the_parked->helpers.clear();  // their memory is left: their threads are not here to free it
-  the_parked->made_any = false;
+  the_parked->made = 0;
   the_parked->mutex.unlock();
 }
 #endif
@@ -120,23 +120,28 @@ void serve(Helper* helper) {
   }
 }
 
-// A parked helper, or a new one (detached: it serves until the process ends, or exits itself).
-Helper* take_helper() {
-  Parked& parked = parked_helpers();
-  {
-    std::lock_guard<std::mutex> lock(parked.mutex);
-    parked.made_any = true;
-    if (!parked.helpers.empty()) {
-      Helper* helper = parked.helpers.back();
-      parked.helpers.pop_back();
-      return helper;
-    }
-  }
+// A new helper (detached: it serves until the process ends, or exits itself).
+Helper* new_helper() {
   auto helper = std::make_unique<Helper>();
   std::thread thread(serve, helper.get());  // waits for work: nothing reaches it before it is placed
   helper->handle = thread.native_handle();
   thread.detach();
   return helper.release();
+}
+
+// A parked helper, or a new one.
+Helper* take_helper() {
+  Parked& parked = parked_helpers();
+  {
+    std::lock_guard<std::mutex> lock(parked.mutex);
+    if (!parked.helpers.empty()) {
+      Helper* helper = parked.helpers.back();
+      parked.helpers.pop_back();
+      return helper;
+    }
+    ++parked.made;
+  }
+  return new_helper();
 }
 
 }  // namespace
@@ -169,21 +174,21 @@ void ThreadBeside::join() noexcept {
   done_.reset();
 }
 
-void ThreadBeside::make_one_ahead() noexcept {
+void ThreadBeside::make_ahead() noexcept {
   Parked& parked = parked_helpers();
-  {
-    std::lock_guard<std::mutex> lock(parked.mutex);
-    if (parked.made_any) return;
-    parked.made_any = true;
-  }
-  try {
-    auto helper = std::make_unique<Helper>();
-    std::thread thread(serve, helper.get());
-    helper->handle = thread.native_handle();
-    thread.detach();
-    std::lock_guard<std::mutex> lock(parked.mutex);
-    parked.helpers.push_back(helper.release());
-  } catch (const std::exception&) {  // only a head start: a ThreadBeside makes its own
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(parked.mutex);
+      if (parked.made >= kMadeAhead) return;
+      ++parked.made;
+    }
+    try {
+      Helper* helper = new_helper();
+      std::lock_guard<std::mutex> lock(parked.mutex);
+      parked.helpers.push_back(helper);
+    } catch (const std::exception&) {  // only a head start: a ThreadBeside makes its own
+      return;
+    }
   }
 }
 

@@ -114,7 +114,7 @@ TEST(ThreadBeside, WhatTheWorkHoldsIsGoneWhenItIsDone) {
 #endif
 #if defined(__linux__) && !defined(STEPSCOPE_UNDER_TSAN)
 // A forked child has none of its parent's parked threads: its ThreadBesides make their own, and
-// a thread made ahead is one of its own. (Not under TSan, which does not support threads made
+// the threads made ahead are its own (kMadeAhead of them, once). (Not under TSan, which does not support threads made
 // after a multi-threaded fork.)
 TEST(ThreadBeside, AForkedChildMakesThreadsOfItsOwn) {
   ThreadBeside([] {}).join();  // one parked here, in the parent
@@ -122,11 +122,13 @@ TEST(ThreadBeside, AForkedChildMakesThreadsOfItsOwn) {
   EXPECT_EXIT(
       {
         const bool none_inherited = ThreadBeside::parked() == 0;
-        ThreadBeside::make_one_ahead();
-        const bool one_ahead = ThreadBeside::parked() == 1;
+        ThreadBeside::make_ahead();
+        const bool made_ahead = ThreadBeside::parked() == ThreadBeside::kMadeAhead;
+        ThreadBeside::make_ahead();  // made already: none more
+        const bool once = ThreadBeside::parked() == ThreadBeside::kMadeAhead;
         std::atomic<bool> ran{false};
         ThreadBeside([&] { ran = true; }).join();
-        std::_Exit(none_inherited && one_ahead && ran ? 0 : 1);
+        std::_Exit(none_inherited && made_ahead && once && ran ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }

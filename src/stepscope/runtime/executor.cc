@@ -117,8 +117,8 @@ Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, s
   // The trace clock is chosen by reading sysfs, once a process: here, not inside the process's
   // first traced or timed step (it added ~40 ns an op to a 10^3-node step's first trace).
   StepClock::tsc();
-  // Likewise the process's first thread (see ThreadBeside), which a first traced step starts.
-  ThreadBeside::make_one_ahead();
+  // Likewise the process's first threads (see ThreadBeside), which its traced steps start.
+  ThreadBeside::make_ahead();
 }
 
 Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet& devices, int threads, int intra_op_threads)
