@@ -394,8 +394,10 @@ namespace {
 // From how many nodes a plan's names, mapping a step's new room, or making a spare set of its
 // arrays (~400 KB of new memory at 1,000 nodes, ~200 µs to map on a VM) are worth a thread: ~100 µs
 // of work (~100 ns a node, mostly cache misses over the graph's nodes or page faults) against
-// ~10 µs to wake a parked ThreadBeside. (Measured, a RunMetadata kept each step at 3,000 nodes:
-// 0.70-0.77 ms a step with the room mapped beside it, 0.90-0.95 mapped by the step itself.)
+// 15-40 µs to wake a parked ThreadBeside on this workplace's VMs. (Measured, a RunMetadata kept
+// each step at 3,000 nodes: 0.70-0.77 ms a step with the room mapped beside it, 0.90-0.95 mapped
+// by the step itself; at 1,000 nodes a threshold of 2,000 made the first, second and kept
+// traced steps slower.)
 constexpr size_t kItemsWorthAThread = 1000;
 
 bool core_left_idle(size_t items, int cores_used) {
