@@ -114,8 +114,8 @@ TEST(ThreadBeside, WhatTheWorkHoldsIsGoneWhenItIsDone) {
 #endif
 #if defined(__linux__) && !defined(STEPSCOPE_UNDER_TSAN)
 // A forked child has none of its parent's parked threads: its ThreadBesides make their own, and
-// the threads made ahead are its own (kMadeAhead of them, once). (Not under TSan, which does not support threads made
-// after a multi-threaded fork.)
+// the threads made ahead are its own (kMadeAhead of them, once). (Not under TSan, which does not
+// support threads made after a multi-threaded fork.)
 TEST(ThreadBeside, AForkedChildMakesThreadsOfItsOwn) {
   ThreadBeside([] {}).join();  // one parked here, in the parent
   ASSERT_GE(ThreadBeside::parked(), 1);
