@@ -16,7 +16,8 @@
 // back some repetitions took 2.2-6.3 s (medians 0.62-2.2 s against 0.95-1.5 s). The views'
 // arrays keep their advice there: the same comparison was mixed for them. The op view's protos
 // of 10^6 nodes of one type (~300 MB, new each query) took 0.30-1.18 s in huge pages against
-// 0.42-1.75 s (thirtieth session, three rounds of four queries; with 3 s between queries too).
+// 0.42-1.75 s (thirtieth session, three rounds of four queries; with 3 s between queries too);
+// views of 500,000 nodes and more now make their protos in an arena (bulk_arena.h).
 // Not on what a traced step writes: advising a step's StepStats arrays made a fresh
 // RunMetadata's second traced run at 10^6 ops ~40% slower (most likely the kernel zeroing 2 MiB
 // ahead of the writes, out of cache by the time they come, where a 4 KiB page is zeroed and
@@ -56,12 +57,12 @@ void prefault_pages(const void* data, size_t bytes) noexcept;
 // to at least twice its capacity, as push_back would: callers that reserve a little more each
 // time (a Profiler synced with a graph that grows by a few nodes between steps) must not copy
 // the whole array every time.
-template <typename T>
-size_t grown_capacity(const std::vector<T>& v, size_t n) {
+template <typename T, typename A>
+size_t grown_capacity(const std::vector<T, A>& v, size_t n) {
   return v.empty() ? n : std::max(n, 2 * v.capacity());
 }
-template <typename T>
-void reserve_huge(std::vector<T>& v, size_t n) {
+template <typename T, typename A>
+void reserve_huge(std::vector<T, A>& v, size_t n) {
   if (n <= v.capacity()) return;
   v.reserve(grown_capacity(v, n));
   advise_huge_pages(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(T));
