@@ -136,15 +136,15 @@ struct ProtoTree {
   }
 
   // Each level's nodes give up their children before they go, so no destructor recurses.
-  template <typename Node>
-  static void free_children(std::vector<Node>& children) {
+  template <typename Children>
+  static void free_children(Children& children) {
     if (children.empty()) return;
-    std::vector<std::vector<Node>> pending;
+    std::vector<Children> pending;
     pending.push_back(std::move(children));
     while (!pending.empty()) {
-      std::vector<Node> level = std::move(pending.back());
+      Children level = std::move(pending.back());
       pending.pop_back();
-      for (Node& node : level)
+      for (auto& node : level)
         if (!node.children.empty()) pending.push_back(std::move(node.children));
     }
   }
@@ -153,7 +153,7 @@ struct ProtoTree {
 static_assert(sizeof(GraphNodeProto) == sizeof(GraphNodeStats) + sizeof(std::string) +
                                             sizeof(std::span<const std::string>) +
                                             sizeof(std::vector<std::vector<int64_t>>) + sizeof(InputShapes) +
-                                            sizeof(std::vector<GraphNodeProto>),
+                                            sizeof(GraphNodeProto::children),
               "a field was added to GraphNodeProto: copy it in copy_own_fields");
 void GraphNodeProto::copy_own_fields(const GraphNodeProto& other) {
   static_cast<GraphNodeStats&>(*this) = other;
@@ -173,7 +173,7 @@ GraphNodeProto::~GraphNodeProto() { ProtoTree::free_children(children); }
 
 static_assert(sizeof(MultiGraphNodeProto) ==
                   sizeof(std::string) + 2 * std::size(kNodeStatistics<MultiGraphNodeProto>) * sizeof(int64_t) +
-                      sizeof(std::vector<GraphNodeProto>) + sizeof(std::vector<MultiGraphNodeProto>),
+                      sizeof(MultiGraphNodeProto::graph_nodes) + sizeof(std::vector<MultiGraphNodeProto>),
               "a field was added to MultiGraphNodeProto: copy it in copy_own_fields");
 void MultiGraphNodeProto::copy_own_fields(const MultiGraphNodeProto& other) {
   name = other.name;

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "stepscope/base/bulk_arena.h"
+
 namespace stepscope {
 
 // A node's input shapes by input index (tfprof's map<int32, TensorShapeProto>), in ascending
@@ -99,7 +101,7 @@ class InputShapes {
   bool operator==(const InputShapes&) const = default;
 
  private:
-  std::vector<int64_t> packed_;
+  std::vector<int64_t, BulkAllocator<int64_t>> packed_;  // in a big view's arena (bulk_arena.h)
   size_t size_ = 0;
 };
 
@@ -140,7 +142,8 @@ struct GraphNodeProto : GraphNodeStats {
   std::span<const std::string> devices;
   std::vector<std::vector<int64_t>> shapes;  // the variable's shape, for parameters
   InputShapes input_shapes;                  // by input index
-  std::vector<GraphNodeProto> children;      // the displayed children, in display order
+  // The displayed children, in display order. A big view makes them in an arena (bulk_arena.h).
+  std::vector<GraphNodeProto, BulkAllocator<GraphNodeProto>> children;
 
   GraphNodeProto() = default;
   // Copying and freeing go level by level, not by recursion: the graph view of a chain is as
@@ -181,7 +184,8 @@ struct MultiGraphNodeProto {
   int64_t total_parameters = 0;
   int64_t total_float_ops = 0;
 
-  std::vector<GraphNodeProto> graph_nodes;  // the accounted graph nodes it aggregates
+  // The accounted graph nodes it aggregates. A big view makes them in an arena (bulk_arena.h).
+  std::vector<GraphNodeProto, BulkAllocator<GraphNodeProto>> graph_nodes;
   std::vector<MultiGraphNodeProto> children;
 
   MultiGraphNodeProto() = default;

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "stepscope/base/bulk_arena.h"
 #include "stepscope/base/error.h"
 #include "stepscope/profiler/tfprof/internal/views.h"
 #include "stepscope/profiler/tfprof/profiler.h"
@@ -539,6 +540,57 @@ TEST(ScopeTree, EveryNameAndScopeOnceUnderItsParent) {
   std::map<std::string, int32_t> first_node;
   for (size_t i = 0; i < names.size(); ++i) first_node.emplace(names[i], static_cast<int32_t>(i));
   for (const auto& [name, node] : first_node) EXPECT_EQ(tree.entries[entry_of.at(name)].node, node) << name;
+}
+
+// A view of 500,000 protos or more makes their arrays in an arena (arena_for_protos): the same
+// result as from malloc, copies of it from malloc, and once the result is gone the arena's block
+// is the process's spare (bulk_arena.h). The op view's graph_nodes likewise.
+TEST(BigViews, MakeTheirProtosInAnArenaThatIsTheSpareOnceTheResultGoes) {
+  constexpr size_t kScopes = 5001, kPerScope = 100;  // 500,100 nodes
+  std::vector<std::string> names;
+  names.reserve(kScopes * kPerScope);
+  for (size_t s = 0; s < kScopes; ++s)
+    for (size_t n = 0; n < kPerScope; ++n) names.push_back("s" + std::to_string(s) + "/n" + std::to_string(n));
+  const ProfileModel model = tfprof::testing::model_of(names);
+  const std::vector<tfprof::NodeStats> stats(model.nodes.size());
+  tfprof::RegexCache cache;
+  ProfileOptions options = tf_test_options("name", {".*"}, {"params"});
+  options.max_depth = 10;
+  const tfprof::ViewOptions o = tfprof::resolve_options(options, cache);
+  BulkArena::drop_spare();
+
+  const tfprof::ViewTree tree = tfprof::build_scope_tree(model);
+  GraphNodeProto copied;
+  {
+    const tfprof::GraphViewResult scopes = tfprof::show_scope(tree, model, stats, o);
+    ASSERT_EQ(scopes.root.children.size(), kScopes);
+    const GraphNodeProto& first = scopes.root.children[0];  // by name: s0, s1, s10, s100, ...
+    EXPECT_EQ(first.name, "s0");
+    ASSERT_EQ(first.children.size(), kPerScope);
+    EXPECT_EQ(first.children[0].name, "s0/n0");
+    EXPECT_EQ(first.children[2].name, "s0/n10");
+    EXPECT_EQ(scopes.root.children.back().name, "s999");
+    EXPECT_EQ(scopes.root.total_definition_count, static_cast<int64_t>(kScopes * (kPerScope + 1)));  // the root not counted
+    EXPECT_EQ(scopes.displayed.size(), kScopes * kPerScope);
+    copied = scopes.root.children[1];
+    EXPECT_EQ(BulkArena::spare_bytes(), 0u);  // the result holds it
+  }
+  EXPECT_GE(BulkArena::spare_bytes(), kScopes * kPerScope * sizeof(GraphNodeProto));
+  EXPECT_EQ(copied.name, "s1");
+  ASSERT_EQ(copied.children.size(), kPerScope);
+  EXPECT_EQ(copied.children[99].name, "s1/n99");
+
+  BulkArena::drop_spare();
+  {
+    const tfprof::MultiViewResult ops = tfprof::show_op(tfprof::build_op_groups(model), model, stats, o);
+    ASSERT_EQ(ops.root.children.size(), 1u);
+    EXPECT_EQ(ops.root.children[0].name, "NoOp");
+    ASSERT_EQ(ops.root.children[0].graph_nodes.size(), kScopes * kPerScope);
+    EXPECT_EQ(ops.root.children[0].graph_nodes[0].name, "s0/n0");
+    EXPECT_EQ(BulkArena::spare_bytes(), 0u);
+  }
+  EXPECT_GE(BulkArena::spare_bytes(), kScopes * kPerScope * sizeof(GraphNodeProto));
+  BulkArena::drop_spare();
 }
 
 // A query keeps totals only for the root and the entries with children (Entry::inner); a leaf's

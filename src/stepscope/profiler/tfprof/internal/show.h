@@ -5,17 +5,28 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
 
+#include "stepscope/base/bulk_arena.h"
 #include "stepscope/profiler/tfprof/format.h"
 #include "stepscope/profiler/tfprof/profile_model.h"
 #include "stepscope/profiler/tfprof/protos.h"
 #include "stepscope/profiler/tfprof/view_options.h"
 
 namespace stepscope::tfprof {
+
+// An arena for a view that makes `protos` GraphNodeProtos (bulk_arena.h), for their arrays (the
+// tree views' children, the op and code views' graph_nodes) and their input shapes: from
+// 500,000 protos (~220 MB) up, where malloc's memory is new each query anyway (past its trim
+// and mmap thresholds), and the arena's block, kept as the spare, is reused by the next big
+// view. None below that: the scope view of 10^5 and 2*10^5 nodes was slower from an arena than
+// from malloc's partly warm heap (BENCHMARKS.md, issue 16, thirty-first session). Each thread
+// that makes the protos opens a BulkArena::Use on it.
+std::optional<BulkArena> arena_for_protos(size_t protos);
 
 // ShowNode::ReInit: a graph node's own statistics (zeros for a synthetic node: index < 0).
 void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model,
