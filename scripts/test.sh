@@ -65,7 +65,7 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ] && [ "${SKIP_TSAN:-0}" != 1 ]; then
   # Only the programs holding the concurrency tests are built, and only those tests run: the
   # whole suite under TSan would cost the CI run far more than it finds.
   # Profiler.ABig*: the tfprof work a big step or view does on a second thread.
-  tsan_tests='^((ThreadPool|ThreadBeside|MappingAhead|StepStats|Executor|Coordinator|MonitoredSession|MonitoredTrainingSession|SingularMonitoredSession|RunStepFn|ProfilerHookTest|ProfilerHook|TraceServerTest|WebApiTest|TraceWindowServerTest)\.|Profiler\.ABig)'
+  tsan_tests='^((ThreadPool|ThreadBeside|BulkArena|BigViews|MappingAhead|StepStats|Executor|Coordinator|MonitoredSession|MonitoredTrainingSession|SingularMonitoredSession|RunStepFn|ProfilerHookTest|ProfilerHook|TraceServerTest|WebApiTest|TraceWindowServerTest)\.|Profiler\.ABig)'
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSCOPE_TSAN=ON -DSTEPSCOPE_BENCHMARKS=OFF >/dev/null
   cmake --build build-tsan -j"$jobs" --target base_test runtime_test hooks_test tools_test profiler_test
   # halt_on_error: the first report fails the test (exit code 66). OpenBLAS is not instrumented:
