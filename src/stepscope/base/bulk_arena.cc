@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
 #include "stepscope/base/huge_pages.h"
@@ -37,7 +38,14 @@ struct Block {
 
 namespace {
 // The last block whose allocations are all gone: the next arena that fits in it reuses it.
-std::atomic<Block*> spare_block{nullptr};
+// Touched once a big view, so a lock, not a lock-free protocol.
+std::mutex spare_mutex;
+Block* spare_block = nullptr;
+
+Block* swap_spare(Block* block) noexcept {
+  std::lock_guard<std::mutex> lock(spare_mutex);
+  return std::exchange(spare_block, block);
+}
 }  // namespace
 
 void Block::keep_as_spare(Block* block) noexcept {
@@ -45,11 +53,11 @@ void Block::keep_as_spare(Block* block) noexcept {
   // Its pages stay mapped for the next arena, unless the kernel needs the memory first.
   (void)madvise(block->base, block->size, MADV_FREE);
 #endif
-  if (Block* before = spare_block.exchange(block, std::memory_order_acq_rel)) before->unmap();
+  if (Block* before = swap_spare(block)) before->unmap();
 }
 
 Block* Block::take_spare(size_t size) noexcept {
-  Block* block = spare_block.exchange(nullptr, std::memory_order_acq_rel);
+  Block* block = swap_spare(nullptr);
   if (block && block->size < size) {
     block->unmap();
     return nullptr;
@@ -138,20 +146,19 @@ BulkArena::BulkArena(size_t bytes) {
 }
 
 void BulkArena::drop_spare() noexcept {
-  if (Block* spare = bulk_arena_detail::spare_block.exchange(nullptr, std::memory_order_acq_rel)) spare->unmap();
+  if (Block* spare = bulk_arena_detail::swap_spare(nullptr)) spare->unmap();
 }
 
 size_t BulkArena::spare_bytes() noexcept {
-  // Read while no other thread releases or takes a block (a test's, a program's own count).
-  const Block* spare = bulk_arena_detail::spare_block.load(std::memory_order_acquire);
-  return spare ? spare->size : 0;
+  std::lock_guard<std::mutex> lock(bulk_arena_detail::spare_mutex);
+  return bulk_arena_detail::spare_block ? bulk_arena_detail::spare_block->size : 0;
 }
 
 BulkArena::~BulkArena() {
   if (block_) block_->release(Block::kOpen);
 }
 
-BulkArena::Use::Use(BulkArena* arena) noexcept : block_(arena ? arena->block_ : nullptr), before_(bulk_arena_detail::current_use) {
+BulkArena::Use::Use(BulkArena& arena) noexcept : block_(arena.block_), before_(bulk_arena_detail::current_use) {
   bulk_arena_detail::current_use = this;
 }
 

@@ -37,8 +37,9 @@ void deallocate(void* p) noexcept;
 class BulkArena {
  public:
   // Room for `bytes` of allocations (room_for each), reserved, not yet mapped: pages no
-  // allocation reaches cost nothing.
+  // allocation reaches cost nothing. An arena of no bytes has no room: its uses take from malloc.
   explicit BulkArena(size_t bytes);
+  BulkArena() = default;
   // Uses of it must be over by then; what was made in it stays until it is freed.
   ~BulkArena();
   // Moved, it takes its room along (Uses made on it stay good: they hold the room, not the arena).
@@ -57,12 +58,11 @@ class BulkArena {
   static constexpr size_t room_for(size_t bytes) { return (bytes + 2 * kHeader - 1) / kHeader * kHeader; }
   static constexpr size_t kHeader = 16;
 
-  // While alive, BulkAllocator's requests on this thread are served from `arena` (from malloc
-  // for a null one). Uses nest (the one before is restored).
+  // While alive, BulkAllocator's requests on this thread are served from `arena`. Uses nest
+  // (the one before is restored).
   class Use {
    public:
-    explicit Use(BulkArena* arena) noexcept;
-    explicit Use(BulkArena& arena) noexcept : Use(&arena) {}
+    explicit Use(BulkArena& arena) noexcept;
     ~Use();
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;

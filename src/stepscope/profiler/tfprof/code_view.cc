@@ -148,8 +148,8 @@ struct CodeQuery {
     if (o.account_displayed_op_only) log << "Note: code view ignores account_displayed_op_only\n";
     size_t all_nodes = 0;
     for (const auto& entry : tree.entries) all_nodes += entry.nodes.size();
-    std::optional<BulkArena> arena = arena_for_protos(all_nodes);
-    const BulkArena::Use use(arena ? &*arena : nullptr);
+    BulkArena arena = arena_for_protos(all_nodes);
+    const BulkArena::Use use(arena);
     snapshot_multi_node(protos[0], extras[0], kTFProfRoot, {}, model, stats, o.account);
     reset_totals(protos[0]);
     std::vector<int32_t> roots = account_lines(tree.entries[0].children);

@@ -2,7 +2,6 @@
 // bottom of the sorted list up.
 #include <cstdio>
 #include <map>
-#include <optional>
 #include <tuple>
 
 #include "stepscope/profiler/tfprof/internal/show.h"
@@ -142,8 +141,8 @@ MultiViewResult show_op(const OpGroups& groups, const ProfileModel& model, const
 
   size_t all_nodes = 0;
   for (const std::vector<int32_t>& nodes : groups.nodes) all_nodes += nodes.size();
-  std::optional<BulkArena> arena = arena_for_protos(all_nodes);
-  const BulkArena::Use use(arena ? &*arena : nullptr);
+  BulkArena arena = arena_for_protos(all_nodes);
+  const BulkArena::Use use(arena);
   std::vector<MultiGraphNodeProto> protos(n + 1);
   std::vector<MultiExtra> extras(n);
   std::vector<char> account(n);

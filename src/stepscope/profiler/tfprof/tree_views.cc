@@ -3,7 +3,6 @@
 #include <array>
 #include <cstring>
 #include <exception>
-#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -348,8 +347,8 @@ struct TreeQuery {
   // of 10^5 nodes takes 0.78x the time; at 10^6 on a VM whose fresh memory costs its host's
   // faults too, no gain (BENCHMARKS.md, issue 16, sixteenth session).
   void format_top(ViewText& text, GraphNodeProto& root_proto, std::vector<int32_t>& displayed, size_t line_bytes) {
-    std::optional<BulkArena> arena = arena_for_protos(shown_count);
-    const BulkArena::Use use(arena ? &*arena : nullptr);
+    BulkArena arena = arena_for_protos(shown_count);
+    const BulkArena::Use use(arena);
     const std::vector<int32_t>& top = children_of(tree.root);
     root_proto.children.resize(top.size());
     size_t split = top.size(), first_lines = 0;
@@ -367,7 +366,7 @@ struct TreeQuery {
       try {
         other = ThreadBeside([&, split] {
           try {
-            const BulkArena::Use use(arena ? &*arena : nullptr);
+            const BulkArena::Use use(arena);
             const size_t other_lines = shown_count - 1 - first_lines;
             reserve_huge(other_text.lines(),
                          other_lines * line_bytes + written_indent_bytes(text) * other_lines / shown_count);

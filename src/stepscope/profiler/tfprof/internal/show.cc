@@ -12,10 +12,8 @@ constexpr size_t kProtosWorthAnArena = 500000;
 // its input shapes (two inputs of rank 4 take 112 bytes; more come from malloc).
 constexpr size_t kArenaBytesPerProto = sizeof(GraphNodeProto) + BulkArena::kHeader + 128;
 
-std::optional<BulkArena> arena_for_protos(size_t protos) {
-  std::optional<BulkArena> arena;
-  if (protos >= kProtosWorthAnArena) arena.emplace(protos * kArenaBytesPerProto);
-  return arena;
+BulkArena arena_for_protos(size_t protos) {
+  return BulkArena(protos >= kProtosWorthAnArena ? protos * kArenaBytesPerProto : 0);
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -19,14 +18,15 @@
 
 namespace stepscope::tfprof {
 
-// An arena for a view that makes `protos` GraphNodeProtos (bulk_arena.h), for their arrays (the
+// The arena for a view that makes `protos` GraphNodeProtos (bulk_arena.h), for their arrays (the
 // tree views' children, the op and code views' graph_nodes) and their input shapes: from
 // 500,000 protos (~220 MB) up, where malloc's memory is new each query anyway (past its trim
 // and mmap thresholds), and the arena's block, kept as the spare, is reused by the next big
 // view. None below that: the scope view of 10^5 and 2*10^5 nodes was slower from an arena than
-// from malloc's partly warm heap (BENCHMARKS.md, issue 16, thirty-first session). Each thread
-// that makes the protos opens a BulkArena::Use on it.
-std::optional<BulkArena> arena_for_protos(size_t protos);
+// from malloc's partly warm heap (BENCHMARKS.md, issue 16, thirty-first session): an arena of
+// no room, whose uses take from malloc. Each thread that makes the protos opens a
+// BulkArena::Use on it.
+BulkArena arena_for_protos(size_t protos);
 
 // ShowNode::ReInit: a graph node's own statistics (zeros for a synthetic node: index < 0).
 void init_graph_node(GraphNodeProto& proto, std::string_view name, int32_t index, const ProfileModel& model,
