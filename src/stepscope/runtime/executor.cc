@@ -117,6 +117,9 @@ Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, s
   // The trace clock is chosen by reading sysfs, once a process: here, not inside the process's
   // first traced or timed step (it added ~40 ns an op to a 10^3-node step's first trace).
   StepClock::tsc();
+  // And the number of cores, which a traced step's first wish for a thread beside asks (it read
+  // a file of /sys: ~40 µs inside a 10^3-node step's first trace on this workplace's VMs).
+  hardware_cores();
   // Likewise the process's first threads (see ThreadBeside), which its traced steps start.
   ThreadBeside::make_ahead();
 }
