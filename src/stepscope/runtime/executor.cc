@@ -454,11 +454,25 @@ int Executor::cores_used() const {
   return std::max(pool_ ? pool_->num_threads() + 1 : 1, intra_op_pool_ ? intra_op_pool_->num_threads() + 1 : 1);
 }
 
+// Up to how many nodes a plan of a session not told that steps will be traced has its first
+// traced step's memory made ahead all the same, where a core is left idle to make it: ~530
+// bytes a node, 9 MB at most (the RSS of a 16,000-node plan's session grew 11.9 MB against 3.6
+// without), about what the plan and its graph take themselves. A process's first traced step
+// writing that memory new was +168-402 ns an op at 10^3 nodes and +49-76 at 10^4, made ahead
+// +50-117 and +33-63 (ten processes each; BENCHMARKS.md, issue 16, thirty-second session).
+// Bigger plans are made ready only when told (Session::expect_traced_steps): tens of MB.
+constexpr size_t kItemsReadiedUntold = 16384;
+
 // A first traced step's new memory costs more than its tracing (~200 ns a node in a step's
 // arrays on a VM, and a plan's names), so a session that expects traced steps has them made
 // with the plan: beside the steps on a core they leave idle (the spare arrays first, which a
-// step takes at its start; the names a traced step needs only at its end), or here.
+// step takes at its start; the names a traced step needs only at its end), or here. A session
+// not told has them made beside its steps for a plan of up to kItemsReadiedUntold nodes, never
+// on the caller's time.
 void Executor::prepare_traced_steps(Plan& plan) const {
+  const bool told = expects_traced_steps();
+  const bool beside = core_left_idle(plan.items.size(), cores_used());
+  if (!told && !(beside && plan.items.size() <= kItemsReadiedUntold)) return;
   auto prepare = [&plan] {
     const size_t n = plan.items.size();
     StepStats::prepare_spare(step_array_sizes(plan), StepStats::SpareFor::kFirstStep);
@@ -466,13 +480,14 @@ void Executor::prepare_traced_steps(Plan& plan) const {
     plan.prepare_records();
     plan.names();
   };
-  if (core_left_idle(plan.items.size(), cores_used())) {
+  if (beside) {
     try {
       plan.preparation = ThreadBeside(prepare);  // a head start: a traced step makes what is missing
       return;
-    } catch (const std::system_error&) {  // no thread to be had: made here instead
+    } catch (const std::system_error&) {  // no thread to be had: made here instead, if told
     }
   }
+  if (!told) return;
   try {
     prepare();
   } catch (const std::bad_alloc&) {  // only a head start (see above)

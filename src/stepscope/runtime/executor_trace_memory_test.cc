@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <span>
 #include <thread>
@@ -335,40 +336,62 @@ TEST(Executor, TracedStepsIntoKeptRunMetadataOfABigPlanAreWhole) {
 
 // A session told that steps will be traced has a plan's first traced step's memory made ahead:
 // a spare StepStats set as big as a step of the plan (what the next fresh RunMetadata takes),
-// made beside the plan's first step or while the plan is built. A session not told makes none.
+// made beside the plan's first step or while the plan is built. A session not told has it made
+// for a plan of up to 16,384 nodes where a core is left idle, and for no bigger plan.
 TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
-  StepStats drained;
-  drained.reuse_for_step();  // takes what earlier tests left, if anything
-  AddOneChain chain(2000);
-  const auto& [g, y, feeds] = std::tie(chain.g, chain.y, chain.feeds);
-  auto spare_after_a_first_step = [&](bool expect) {
+  // Each probe takes the spare set and is kept: one that went away would leave its arrays as
+  // the spare set again (see ~StepStats), for the next probe to find.
+  std::deque<StepStats> probes;
+  auto take_spare = [&] {
+    probes.emplace_back().reuse_for_step();
+    return probes.back().reserved_sizes();
+  };
+  take_spare();  // what earlier tests left, if anything
+  auto spare_after_a_first_step = [&](int nodes, bool expect) {
+    AddOneChain chain(nodes);
     {
-      Session sess(g, {.inter_op_threads = 1});
+      Session sess(chain.g, {.inter_op_threads = 1});
       if (expect) sess.expect_traced_steps();
       EXPECT_EQ(sess.expects_traced_steps(), expect);
-      sess.run(feeds, {y});
+      sess.run(chain.feeds, {chain.y});
     }  // the session waits for what it makes beside its steps
-    StepStats probe;
-    probe.reuse_for_step();
-    return probe.reserved_sizes();
+    return take_spare();
   };
-  EXPECT_EQ(spare_after_a_first_step(false).memory, 0u);
-  const StepStats::ArraySizes made = spare_after_a_first_step(true);
-  EXPECT_GE(made.outputs, 2001u);  // a slot a node, and the fed x
-  EXPECT_GE(made.memory, 2000u);
-  EXPECT_GE(made.records, 4000u);
-  ASSERT_EQ(made.node_stats.size(), 1u);
-  EXPECT_GE(made.node_stats[0], 2001u);
+  EXPECT_EQ(spare_after_a_first_step(20000, false).memory, 0u);
+  for (int nodes : {2000, 20000}) {
+    SCOPED_TRACE(nodes);
+    const StepStats::ArraySizes made = spare_after_a_first_step(nodes, true);
+    EXPECT_GE(made.outputs, nodes + 1u);  // a slot a node, and the fed x
+    EXPECT_GE(made.memory, nodes + 0u);
+    EXPECT_GE(made.records, 2u * nodes);
+    ASSERT_EQ(made.node_stats.size(), 1u);
+    EXPECT_GE(made.node_stats[0], nodes + 1u);
+  }
+  const StepStats::ArraySizes untold = spare_after_a_first_step(2000, false);
+  if (std::thread::hardware_concurrency() < 2) {
+    EXPECT_EQ(untold.memory, 0u);  // no core left idle: none made on the caller's time
+  } else {
+    EXPECT_GE(untold.outputs, 2001u);
+    ASSERT_EQ(untold.node_stats.size(), 1u);
+    EXPECT_GE(untold.node_stats[0], 2001u);
+  }
+  // Nor where the session's threads take every core.
+  AddOneChain chain(2000);
+  {
+    Session busy(chain.g, {.inter_op_threads = static_cast<int>(std::thread::hardware_concurrency())});
+    busy.run(chain.feeds, {chain.y});
+  }
+  EXPECT_EQ(take_spare().memory, 0u);
 }
 
 // A session not told, once it has traced a step, expects more: the plans built after that (here
-// another fetch, bigger than the traced one's, so that its spare set is told apart) have theirs
-// made ahead.
+// another fetch, bigger than the traced one's, so that its spare set is told apart; both too big
+// to be made ready untold) have theirs made ahead.
 TEST(Executor, ASessionThatTracedAStepHasItsNextPlansSpareSetMadeAhead) {
   StepStats drained;
   drained.reuse_for_step();  // takes what earlier tests left, if anything
-  AddOneChain chain(2000);
-  const Output smaller = add_one_chain(chain.scope, chain.x, 1200);
+  AddOneChain chain(20000);
+  const Output smaller = add_one_chain(chain.scope, chain.x, 17000);
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
   {
@@ -377,15 +400,15 @@ TEST(Executor, ASessionThatTracedAStepHasItsNextPlansSpareSetMadeAhead) {
     RunMetadata md;
     sess.run(chain.feeds, {smaller}, {}, opts, &md);
     EXPECT_TRUE(sess.expects_traced_steps());
-    expect_whole_chain(md.step_stats, 1200);
-    sess.run(chain.feeds, {chain.y});  // a new plan: the 2000 nodes'
+    expect_whole_chain(md.step_stats, 17000);
+    sess.run(chain.feeds, {chain.y});  // a new plan: the 20,000 nodes'
   }  // the session waits for what it makes beside its steps
   StepStats probe;
   probe.reuse_for_step();
   const StepStats::ArraySizes made = probe.reserved_sizes();
   ASSERT_EQ(made.node_stats.size(), 1u);
-  EXPECT_GE(made.node_stats[0], 2001u);  // the bigger plan's, not the traced one's
-  EXPECT_GE(made.records, 4000u);
+  EXPECT_GE(made.node_stats[0], 20001u);  // the bigger plan's, not the traced one's
+  EXPECT_GE(made.records, 40000u);
 }
 
 // Its first traced steps, run right away (racing what is made beside them, and again in a

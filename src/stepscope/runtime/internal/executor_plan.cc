@@ -268,7 +268,7 @@ std::shared_ptr<const Executor::Plan> Executor::plan_for(const FeedList& feeds, 
     if (it != cache_.end()) return it->second;
   }
   auto plan = build_plan(feeds, fetches, targets);
-  if (expect_traced_steps_.load(std::memory_order_relaxed)) prepare_traced_steps(*plan);
+  prepare_traced_steps(*plan);  // where told that steps will be traced, or the plan is small
   std::lock_guard<std::mutex> lock(cache_mutex_);
   return cache_.emplace(std::move(key), std::move(plan)).first->second;
 }
