@@ -603,8 +603,6 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   int64_t traced_gap_ns = 0;  // since the last traced step of this executor ended
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
     s.trace = true;
-    // Traced once, traced again, maybe through other plans: theirs are made ready from now on.
-    if (!expects_traced_steps()) expect_traced_steps();
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
     // thread runs them: room not written is not memory used.

@@ -50,7 +50,7 @@ class Executor {
 
   int num_cached_plans() const;
 
-  // Steps will be traced (Session::expect_traced_steps, or a first traced step): each plan built from now on has what
+  // Steps will be traced (Session::expect_traced_steps): each plan built from now on has what
   // its first traced step writes made ahead, on a core the executor leaves idle or else when it
   // is built. (A plan of up to 16,384 nodes has it made on an idle core all the same.)
   void expect_traced_steps() { expect_traced_steps_.store(true, std::memory_order_relaxed); }

@@ -384,33 +384,6 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   EXPECT_EQ(take_spare().memory, 0u);
 }
 
-// A session not told, once it has traced a step, expects more: the plans built after that (here
-// another fetch, bigger than the traced one's, so that its spare set is told apart; both too big
-// to be made ready untold) have theirs made ahead.
-TEST(Executor, ASessionThatTracedAStepHasItsNextPlansSpareSetMadeAhead) {
-  StepStats drained;
-  drained.reuse_for_step();  // takes what earlier tests left, if anything
-  AddOneChain chain(20000);
-  const Output smaller = add_one_chain(chain.scope, chain.x, 17000);
-  RunOptions opts;
-  opts.trace_level = TraceLevel::kFullTrace;
-  {
-    Session sess(chain.g, {.inter_op_threads = 1});
-    ASSERT_FALSE(sess.expects_traced_steps());
-    RunMetadata md;
-    sess.run(chain.feeds, {smaller}, {}, opts, &md);
-    EXPECT_TRUE(sess.expects_traced_steps());
-    expect_whole_chain(md.step_stats, 17000);
-    sess.run(chain.feeds, {chain.y});  // a new plan: the 20,000 nodes'
-  }  // the session waits for what it makes beside its steps
-  StepStats probe;
-  probe.reuse_for_step();
-  const StepStats::ArraySizes made = probe.reserved_sizes();
-  ASSERT_EQ(made.node_stats.size(), 1u);
-  EXPECT_GE(made.node_stats[0], 20001u);  // the bigger plan's, not the traced one's
-  EXPECT_GE(made.records, 40000u);
-}
-
 // Its first traced steps, run right away (racing what is made beside them, and again in a
 // session that goes away while it is made), are whole.
 TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {

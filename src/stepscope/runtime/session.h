@@ -60,9 +60,8 @@ class Session {
   // is made, a ProfileContext at each run it sees): each plan built from then on has what its first traced step writes
   // made ahead (its names and a step's worth of trace arrays, ~500 bytes a node), on a core the session's threads leave
   // idle or else while the plan is built. A plan's first traced step otherwise writes that memory new, which costs more
-  // than tracing itself (BENCHMARKS.md, issue 16). A session's first traced step says it too: the plans built after
-  // it (another set of fetches traced, say) are made ready. Untold, a plan of up to 16,384 nodes is made ready all the
-  // same where a core is left idle (~530 bytes a node, never on the caller's time); a bigger one only when told.
+  // than tracing itself (BENCHMARKS.md, issue 16). Untold, a plan of up to 16,384 nodes is made ready all the same
+  // where a core is left idle (~530 bytes a node, never on the caller's time); a bigger one only when told.
   void expect_traced_steps();
   bool expects_traced_steps() const;
   // Releases the session's state; further run() calls raise CancelledError.
