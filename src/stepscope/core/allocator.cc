@@ -62,17 +62,18 @@ AllocationRecorder* AllocationRecorder::acquire() {
   return r;
 }
 
-void AllocationRecorder::prepare(size_t events, size_t nodes) {
+void AllocationRecorder::prepare(size_t events, size_t nodes, const std::atomic<bool>* stop) {
   // Not held to kMaxKeptEvents: what a step needs, once (its recycle() trims a log that big).
   AllocationRecorder* r = take_from_pool();
   {
     std::lock_guard<std::mutex> lock(r->mutex_);
     if (r->logs_.empty()) r->logs_.push_back(std::make_unique<ThreadLog>());
     ThreadLog& log = *r->logs_.front();  // empty: recycled logs are
-    auto grow = [](auto& array, size_t n) {
+    const std::atomic<bool> never{false};
+    auto grow = [&](auto& array, size_t n) {
       if (array.capacity() >= n) return;
       array.reserve(n);
-      prefault_pages(array.data(), n * sizeof(array[0]));
+      prefault_pages_until(array.data(), n * sizeof(array[0]), stop ? *stop : never);
     };
     grow(log.events, events);
     grow(log.nodes, nodes);

@@ -76,8 +76,8 @@ class AllocationRecorder {
   // Makes the next recorder acquire() gives have a log with that much room, mapped (its first
   // recording thread takes it), even past kMaxKeptEvents: a step's first trace in a process
   // otherwise grows its log into new memory (~100 bytes a node) while it runs. For a thread
-  // with nothing else to do.
-  static void prepare(size_t events, size_t nodes);
+  // with nothing else to do; it maps no more once `stop` (where given) is set.
+  static void prepare(size_t events, size_t nodes, const std::atomic<bool>* stop = nullptr);
   // After close(): the logs of the threads that recorded...
   std::span<ThreadLog* const> thread_logs() const { return {active_.data(), active_.size()}; }
   // ... and the frees made outside them (by other threads), stamped with the clock.

@@ -473,11 +473,18 @@ void Executor::prepare_traced_steps(Plan& plan) const {
   const bool told = expects_traced_steps();
   const bool beside = core_left_idle(plan.items.size(), cores_used());
   if (!told && !(beside && plan.items.size() <= kItemsReadiedUntold)) return;
+  // Stopped where a traced step starts before it is done (Plan::stop_preparation): the step
+  // then makes the names too, unless this thread is making them already (names() makes them
+  // once; a second caller waits for the first).
   auto prepare = [&plan] {
     const size_t n = plan.items.size();
-    StepStats::prepare_spare(step_array_sizes(plan), StepStats::SpareFor::kFirstStep);
-    AllocationRecorder::prepare(2 * n, n);  // what run() expects a step to record
+    const std::atomic<bool>& stopped = plan.preparation_stopped;
+    StepStats::prepare_spare(step_array_sizes(plan), StepStats::SpareFor::kFirstStep, &stopped);
+    if (stopped.load(std::memory_order_relaxed)) return;
+    AllocationRecorder::prepare(2 * n, n, &stopped);  // what run() expects a step to record
+    if (stopped.load(std::memory_order_relaxed)) return;
     plan.prepare_records();
+    if (stopped.load(std::memory_order_relaxed)) return;
     plan.names();
   };
   if (beside) {
@@ -602,6 +609,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
   bool spare_wanted = false;  // see StepStats::reuse_for_step
   int64_t traced_gap_ns = 0;  // since the last traced step of this executor ended
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
+    plan->stop_preparation();  // where still at work: this step makes what it needs
     s.trace = true;
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
@@ -620,7 +628,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);
     if (!slots.new_records.empty()) room.early.push_back(slots.new_records);
     room_mapping.beside =
-        map_room_and_name(*plan, !plan->has_names() && !plan->preparing(), std::move(room), cores_used(), mapping);
+        map_room_and_name(*plan, !plan->has_names(), std::move(room), cores_used(), mapping);
     spare_wanted = begun.spare_wanted;
     traced_gap_ns = start.ns - last_traced_end_ns_.load(std::memory_order_relaxed);
     s.records = slots.records;

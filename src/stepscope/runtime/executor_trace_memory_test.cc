@@ -384,6 +384,37 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   EXPECT_EQ(take_spare().memory, 0u);
 }
 
+// A traced step that starts while its plan's memory is being made ahead stops that (the set
+// half made is dropped) and makes its own: the two would fight for the kernel's page faults.
+// A plan whose first step is untraced has the set made whole, as before.
+TEST(Executor, ATracedStepStopsItsPlansPreparationAndMakesItsOwnMemory) {
+  std::deque<StepStats> probes;  // kept: see the test above
+  auto take_spare = [&] {
+    probes.emplace_back().reuse_for_step();
+    return probes.back().reserved_sizes();
+  };
+  take_spare();  // what earlier tests left, if anything
+  AddOneChain chain(20000);
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  RunMetadata traced;
+  traced.step_stats.outputs_for_step(1);  // memory of its own: it neither takes a spare set nor asks for one
+  {
+    Session sess(chain.g, {.inter_op_threads = 1});
+    sess.expect_traced_steps();
+    sess.run(chain.feeds, {chain.y}, {}, opts, &traced);  // the plan is made, its preparation starts, the step too
+  }  // the session waits for what it makes beside its steps
+  expect_whole_chain(traced.step_stats, 20000);
+  const bool made_beside = std::thread::hardware_concurrency() >= 2;  // else made before the step
+  EXPECT_EQ(take_spare().memory > 0, !made_beside);
+  {
+    Session sess(chain.g, {.inter_op_threads = 1});
+    sess.expect_traced_steps();
+    sess.run(chain.feeds, {chain.y});
+  }
+  EXPECT_GE(take_spare().memory, 20000u);
+}
+
 // Its first traced steps, run right away (racing what is made beside them, and again in a
 // session that goes away while it is made), are whole.
 TEST(Executor, TheFirstTracedStepsOfASessionThatExpectsThemAreWhole) {

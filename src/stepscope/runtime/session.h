@@ -61,7 +61,8 @@ class Session {
   // made ahead (its names and a step's worth of trace arrays, ~500 bytes a node), on a core the session's threads leave
   // idle or else while the plan is built. A plan's first traced step otherwise writes that memory new, which costs more
   // than tracing itself (BENCHMARKS.md, issue 16). Untold, a plan of up to 16,384 nodes is made ready all the same
-  // where a core is left idle (~530 bytes a node, never on the caller's time); a bigger one only when told.
+  // where a core is left idle (~530 bytes a node, never on the caller's time); a bigger one only when told. A traced
+  // step that comes before that is made (a plan's first run traced, as ProfilerHook's is) stops it and makes its own.
   void expect_traced_steps();
   bool expects_traced_steps() const;
   // Releases the session's state; further run() calls raise CancelledError.

@@ -363,7 +363,7 @@ StepStats::ArraySizes StepStats::reserved_sizes() const {
   return sizes;
 }
 
-void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why) {
+void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop) {
   const size_t bytes = sizes.bytes();
   if (bytes < kSpareMinimum || bytes > kSpareLimit) return;
   {
@@ -382,12 +382,14 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why) {
   // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
   // back steps of 10^4 nodes then took 5 ms where a step writing new memory took 3.7.)
-  auto map = [](const auto& array) { prefault_pages(array.data(), array.capacity() * sizeof(array[0])); };
-  map(made.outputs);
-  map(made.recorded);
-  map(made.records);
-  for (const auto& nodes : made.node_stats) map(nodes);
-  map(made.memory);
+  const std::atomic<bool> never{false};
+  auto map = [&](const auto& array) {
+    return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop ? *stop : never);
+  };
+  if (!map(made.outputs) || !map(made.recorded) || !map(made.records)) return;
+  for (const auto& nodes : made.node_stats)
+    if (!map(nodes)) return;
+  if (!map(made.memory)) return;
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   if (!holds(sizes_of(s), sizes)) std::swap(s, made);  // unless another thread's is here first

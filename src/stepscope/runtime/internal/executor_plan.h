@@ -12,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "stepscope/base/huge_pages.h"
 #include "stepscope/base/mapping_ahead.h"
 #include "stepscope/base/thread_beside.h"
 #include "stepscope/core/allocator.h"
@@ -180,9 +181,22 @@ struct Executor::Plan {
   // records (take_prepared_records) and its names.
   ThreadBeside preparation;
   bool preparing() const { return !preparation.done(); }
+  // Called by a traced step that starts while the preparation is at work: it maps no more, and
+  // makes nothing after what it is making (the spare set it was mapping is dropped). The step
+  // makes its own, as an unprepared plan's first traced step does, with the idle core to map it
+  // alone: measured at 10^6 nodes, a traced step 0.2 s after the plan was made took +2.3-2.4
+  // µs an op with the preparation mapping beside it (both fighting for the kernel's page
+  // faults) against +0.4-0.7 for an unprepared plan (BENCHMARKS.md, issue 16, thirty-third
+  // session).
+  void stop_preparation() const {
+    if (preparing()) preparation_stopped.store(true, std::memory_order_relaxed);
+  }
+  mutable std::atomic<bool> preparation_stopped{false};
   void prepare_records() const {
     if (records_.load(std::memory_order_acquire)) return;
-    delete[] records_.exchange(StepStatsBuilder::make_records(items.size(), true).release(), std::memory_order_acq_rel);
+    std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size(), false);
+    prefault_pages_until(made.get(), items.size() * sizeof(NodeRecord), preparation_stopped);  // unmapped pages fault in
+    delete[] records_.exchange(made.release(), std::memory_order_acq_rel);
   }
   std::unique_ptr<NodeRecord[]> take_prepared_records() const {
     return std::unique_ptr<NodeRecord[]>(records_.exchange(nullptr, std::memory_order_acq_rel));
