@@ -184,9 +184,9 @@ struct Executor::Plan {
   // Called by a traced step that starts while the preparation is at work: it maps no more, and
   // makes nothing after what it is making (the spare set it was mapping is dropped). The step
   // makes its own, as an unprepared plan's first traced step does, with the idle core to map it
-  // alone: measured at 10^6 nodes, a traced step 0.2 s after the plan was made took +2.3-2.4
-  // µs an op with the preparation mapping beside it (both fighting for the kernel's page
-  // faults) against +0.4-0.7 for an unprepared plan (BENCHMARKS.md, issue 16, thirty-third
+  // alone: measured at 10^6 nodes, a told session's first traced step ~0.2 s after its plan was
+  // made took +0.7-2.4 µs an op with the preparation mapping beside it (both fighting for the
+  // kernel's page faults), +0.09-0.38 with it stopped (BENCHMARKS.md, issue 16, thirty-third
   // session).
   void stop_preparation() const {
     if (preparing()) preparation_stopped.store(true, std::memory_order_relaxed);
