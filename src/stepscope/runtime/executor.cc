@@ -489,7 +489,10 @@ void Executor::prepare_traced_steps(Plan& plan) const {
   };
   if (beside) {
     try {
-      plan.preparation = ThreadBeside(prepare);  // a head start: a traced step makes what is missing
+      plan.preparation = ThreadBeside([&plan, prepare] {
+        if (Plan::before_preparing_beside) Plan::before_preparing_beside(plan.preparation_stopped);
+        prepare();
+      });  // a head start: a traced step makes what is missing
       return;
     } catch (const std::system_error&) {  // no thread to be had: made here instead, if told
     }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <span>
@@ -14,6 +15,7 @@
 
 #include "stepscope/ops/array_ops.h"
 #include "stepscope/runtime/executor_test_util.h"
+#include "stepscope/runtime/internal/executor_plan.h"
 #include "stepscope/runtime/session.h"
 
 namespace stepscope {
@@ -399,11 +401,17 @@ TEST(Executor, ATracedStepStopsItsPlansPreparationAndMakesItsOwnMemory) {
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata traced;
   traced.step_stats.outputs_for_step(1);  // memory of its own: it neither takes a spare set nor asks for one
+  // The preparation is held until the step has stopped it (10 s at most: one never stopped then
+  // makes its set, and the check below fails).
+  Executor::Plan::before_preparing_beside = [](const std::atomic<bool>& stopped) {
+    for (int ms = 0; ms < 10000 && !stopped.load(); ++ms) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   {
     Session sess(chain.g, {.inter_op_threads = 1});
     sess.expect_traced_steps();
     sess.run(chain.feeds, {chain.y}, {}, opts, &traced);  // the plan is made, its preparation starts, the step too
   }  // the session waits for what it makes beside its steps
+  Executor::Plan::before_preparing_beside = nullptr;
   expect_whole_chain(traced.step_stats, 20000);
   const bool made_beside = std::thread::hardware_concurrency() >= 2;  // else made before the step
   EXPECT_EQ(take_spare().memory > 0, !made_beside);

@@ -62,7 +62,8 @@ class Session {
   // idle or else while the plan is built. A plan's first traced step otherwise writes that memory new, which costs more
   // than tracing itself (BENCHMARKS.md, issue 16). Untold, a plan of up to 16,384 nodes is made ready all the same
   // where a core is left idle (~530 bytes a node, never on the caller's time); a bigger one only when told. A traced
-  // step that comes before that is made (a plan's first run traced, as ProfilerHook's is) stops it and makes its own.
+  // step that comes before that is made (FlightRecorderHook traces a plan's first run, ProfilerHook its second) stops
+  // it and makes its own.
   void expect_traced_steps();
   bool expects_traced_steps() const;
   // Releases the session's state; further run() calls raise CancelledError.

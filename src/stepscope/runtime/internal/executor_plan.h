@@ -192,6 +192,10 @@ struct Executor::Plan {
     if (preparing()) preparation_stopped.store(true, std::memory_order_relaxed);
   }
   mutable std::atomic<bool> preparation_stopped{false};
+  // For tests: where set, what a preparation on a thread calls first, with its stop flag (a test
+  // holds it there until a traced step has stopped it: how soon a preparation gets ahead of a
+  // step depends on the machine and its allocator).
+  static inline void (*before_preparing_beside)(const std::atomic<bool>& stopped) = nullptr;
   void prepare_records() const {
     if (records_.load(std::memory_order_acquire)) return;
     std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size(), false);
