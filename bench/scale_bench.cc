@@ -17,7 +17,9 @@
 // (--only first K: a new session's first traced run, K times, to profile what a plan's first
 // traced step costs; --only kept K: traced into a new RunMetadata each time while the earlier
 // ones stay alive, the "fresh 2nd" case K times; --only kept_spaced K: the same with 10
-// untraced steps before each, as a user who traces every 10th step and keeps each one. Under
+// untraced steps before each, as a user who traces every 10th step and keeps each one; --only
+// first_run K: a new session's first run, traced, K times, its plan made in it, as a
+// ProfilerHook's or FlightRecorderHook's first step is (each into a RunMetadata kept). Under
 // --only, each repetition's CPU time, user and system, and the pages it touched first go to
 // stderr with its time.)
 #include <sys/resource.h>
@@ -160,6 +162,17 @@ Row measure(int64_t n) {
     }
     median_of(std::move(times), "first");  // to stderr; the row keeps the process's first traced run
   }
+  if (only_phase == "first_run") {  // a new session's first run traced, its plan made in it (ProfilerHook's first)
+    std::vector<RunMetadata> kept(static_cast<size_t>(only_repeat));  // each run's memory new, as a process's first
+    std::vector<double> times;
+    for (RunMetadata& md : kept) {
+      Session again(g, {.inter_op_threads = 1});
+      if (expect_traced_steps) again.expect_traced_steps();
+      pause_before_repetition();
+      times.push_back(repetition_seconds("first_run", [&] { again.run(feeds, {y}, {}, traced, &md); }));
+    }
+    median_of(std::move(times), "first_run");
+  }
   RunMetadata metadata;
   session.run(feeds, {y}, {}, traced, &metadata);
   if (runs("reused"))
@@ -296,10 +309,11 @@ int main(int argc, char** argv) {
                    "                   [--expect-traced-steps]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
-                   "  --only PHASE K: that phase alone, K times (untraced, first, fresh, kept, reused, read,\n"
-                   "    timeline, add_step, scope, op, graph, code; first: a new session's first traced run; kept:\n"
-                   "    into a new RunMetadata while the earlier ones stay alive; kept_spaced: the same, 10 untraced\n"
-                   "    steps before each), to run under a profiler\n"
+                   "  --only PHASE K: that phase alone, K times (untraced, first, first_run, fresh, kept, reused,\n"
+                   "    read, timeline, add_step, scope, op, graph, code; first: a new session's first traced run;\n"
+                   "    first_run: a new session's first run, traced, its plan made in it; kept: into a new\n"
+                   "    RunMetadata while the earlier ones stay alive; kept_spaced: the same, 10 untraced steps\n"
+                   "    before each), to run under a profiler\n"
                    "  --pause S: sleep S seconds before each repetition (memory freed by the last one goes back\n"
                    "    to a VM's host meanwhile, where the host takes it: the cost a query meets in a new process)\n"
                    "  --expect-traced-steps: the sessions are told that steps will be traced (as ProfilerHook and\n"
