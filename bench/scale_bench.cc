@@ -2,7 +2,10 @@
 // (`x + 1` on 16 floats) in name scopes of 100 nodes, one thread. For each N it prints:
 //   untraced          one Session::run, the plan already built (µs and ns an op)
 //   traced fresh 1/2  the first and second traced runs, each into a new RunMetadata: the extra
-//                     ns an op over the untraced run (target ≤ +100 ns whatever the history)
+//                     ns an op over the untraced run (target ≤ +100 ns whatever the history),
+//                     and the new memory each made resident, bytes a node: what such a step
+//                     costs follows it at the machine's price of a new page (on a VM whose host
+//                     took the memory back, ~4x the price of memory it still backs)
 //   traced reused     traced into the same RunMetadata every step
 //   first read        what the first read of a traced step's node entries costs (made then,
 //                     from what the step recorded): ns a node, into the reused RunMetadata
@@ -23,6 +26,7 @@
 // --only, each repetition's CPU time, user and system, and the pages it touched first go to
 // stderr with its time.)
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -69,6 +73,16 @@ double seconds_of(const std::function<void()>& body) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The bytes of memory this process has resident (/proc/self/statm), 0 where it cannot be read.
+double resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long size = 0, resident = 0;
+  const bool read = std::fscanf(f, "%ld %ld", &size, &resident) == 2;
+  std::fclose(f);
+  return read ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
 double milliseconds(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
 
 // One repetition of `phase`, timed. Under --only that phase, its CPU time (user and system, of
@@ -113,6 +127,7 @@ double median_seconds(const char* phase, int reps, const std::function<void()>& 
 struct Row {
   int64_t nodes = 0;
   double plan_s = 0, untraced_s = 0, fresh1_s = 0, fresh2_s = 0, reused_s = 0, read_s = 0;
+  double fresh1_new_bytes = 0, fresh2_new_bytes = 0;  // resident memory each fresh run added
   double timeline_s = 0, timeline_mb = 0;
   int64_t events = 0;
   double add_step_s = 0, scope_s = 0, op_s = 0, graph_s = 0, code_s = 0;
@@ -147,8 +162,12 @@ Row measure(int64_t n) {
   traced.trace_level = TraceLevel::kFullTrace;
   {
     RunMetadata first, second;
+    const double before = resident_bytes();
     row.fresh1_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &first); });
+    const double between = resident_bytes();
     row.fresh2_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &second); });
+    row.fresh1_new_bytes = between - before;
+    row.fresh2_new_bytes = resident_bytes() - between;
   }
   if (only_phase == "first") {  // a new session's plan each time, to run its first traced step under a profiler
     std::vector<double> times;
@@ -258,22 +277,23 @@ void print(const Row& r, bool markdown) {
   const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
   if (markdown) {
     std::printf(
-        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op | %.0f ns/node | %.1f ms, %.1f MB, "
+        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op (new %.0f / %.0f B/node) | %.0f ns/node | %.1f ms, %.1f MB, "
         "%.0f ns/event | %.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
-        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3,
-        r.timeline_mb, r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.fresh1_new_bytes / n,
+        r.fresh2_new_bytes / n, r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb,
+        r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
         per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
   } else {
     std::printf(
         "nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, "
-        "fresh 2nd %.0f, "
+        "fresh 2nd %.0f (new memory %.0f / %.0f B/node), "
         "reused %.0f; first read %.0f ns/node\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step "
         "%.2f µs/node\n"
         "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
-        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3,
-        r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
+        extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), r.fresh1_new_bytes / n, r.fresh2_new_bytes / n,
+        extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
         per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
         per_node_us(r.code_s));
   }
@@ -325,7 +345,8 @@ int main(int argc, char** argv) {
     for (int64_t n = 1000; n <= max_nodes; n *= 10) sizes.push_back(n);
   if (markdown) {
     std::printf(
-        "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused | first read "
+        "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused (new memory "
+        "of the fresh) | first read "
         "| timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
         "|\n|---|---|---|---|---|---|---|---|\n");
   }

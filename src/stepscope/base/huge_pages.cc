@@ -60,12 +60,12 @@ void prefault_pages(const void* data, size_t bytes) noexcept {
   (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
 }
 
-bool prefault_pages_until(const void* data, size_t bytes, const std::atomic<bool>& stop) noexcept {
+bool prefault_pages_until(const void* data, size_t bytes, const std::atomic<bool>* stop) noexcept {
   constexpr size_t kPiece = size_t{1} << 20;  // ~0.3-2 ms to map on this workplace's VMs
   const auto* at = static_cast<const std::byte*>(data);
   const std::byte* const end = at + bytes;
   while (at < end) {
-    if (stop.load(std::memory_order_relaxed)) return false;
+    if (stop && stop->load(std::memory_order_relaxed)) return false;
     // Pieces end on a page boundary: no page is mapped twice, none skipped.
     const auto next_page = (reinterpret_cast<uintptr_t>(at) + kPiece) & ~uintptr_t{4095};
     const std::byte* piece_end = std::min(end, reinterpret_cast<const std::byte*>(next_page));

@@ -53,10 +53,11 @@ bool balloon_reports_free_pages(const std::string& driver_dir);
 // memory another is about to write (two cores fault in ~1.7x as fast as one on this VM). Only
 // advice: where it is missing or fails (memory no longer mapped) nothing changes.
 void prefault_pages(const void* data, size_t bytes) noexcept;
-// The same a piece at a time (1 MiB), until `stop` is set: returns whether all of it was mapped.
-// For a thread making memory ahead that a step may start to want before it is done, and then
-// should not fight for the kernel's page faults (see Executor::Plan::stop_preparation).
-bool prefault_pages_until(const void* data, size_t bytes, const std::atomic<bool>& stop) noexcept;
+// The same a piece at a time (1 MiB), until `stop` (where not null) is set: returns whether all
+// of it was mapped. For a thread making memory ahead that a step may start to want before it
+// is done, and then should not fight for the kernel's page faults (see
+// Executor::Plan::stop_preparation).
+bool prefault_pages_until(const void* data, size_t bytes, const std::atomic<bool>* stop) noexcept;
 
 // v.reserve(n), with the new room advised as above. A vector that holds items already grows
 // to at least twice its capacity, as push_back would: callers that reserve a little more each

@@ -168,20 +168,21 @@ TEST(HugePages, PrefaultedPagesKeepWhatTheyHoldAndAreMapped) {
 }
 
 // Mapping a piece at a time covers the same pages as one call (a range over several pieces,
-// starting and ending inside a page), and maps nothing once told to stop.
+// starting and ending inside a page) where it has no stop flag, and maps nothing once told to
+// stop.
 TEST(HugePages, PrefaultingUntilStoppedMapsEveryPageOrStops) {
   const size_t page = 4096, pages = 3 * 256 + 10;  // three 1 MiB pieces and a bit
   void* mapped = mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mapped, MAP_FAILED);
   auto* bytes = static_cast<unsigned char*>(mapped);
   bytes[300 * page + 9] = 42;
-  const std::atomic<bool> stop{true}, go{false};
+  const std::atomic<bool> stop{true};
   std::vector<unsigned char> resident(pages);
-  EXPECT_FALSE(prefault_pages_until(bytes + page + 100, (pages - 2) * page - 200, stop));
+  EXPECT_FALSE(prefault_pages_until(bytes + page + 100, (pages - 2) * page - 200, &stop));
   ASSERT_EQ(mincore(mapped, pages * page, resident.data()), 0);
   for (size_t i = 0; i < pages; ++i) EXPECT_EQ(resident[i] & 1, i == 300 ? 1 : 0) << "page " << i;
 
-  EXPECT_TRUE(prefault_pages_until(bytes + page + 100, (pages - 2) * page - 200, go));
+  EXPECT_TRUE(prefault_pages_until(bytes + page + 100, (pages - 2) * page - 200, nullptr));
   EXPECT_EQ(bytes[300 * page + 9], 42);
   ASSERT_EQ(mincore(mapped, pages * page, resident.data()), 0);
   if (madvise(bytes + 10 * page, page, 23 /* MADV_POPULATE_WRITE */) == 0) {
@@ -190,7 +191,7 @@ TEST(HugePages, PrefaultingUntilStoppedMapsEveryPageOrStops) {
   EXPECT_FALSE(resident[0] & 1);
   EXPECT_FALSE(resident[pages - 1] & 1);
   ASSERT_EQ(munmap(mapped, pages * page), 0);
-  EXPECT_TRUE(prefault_pages_until(nullptr, 0, stop));  // nothing to map: all of it mapped
+  EXPECT_TRUE(prefault_pages_until(nullptr, 0, &stop));  // nothing to map: all of it mapped
 }
 
 }  // namespace

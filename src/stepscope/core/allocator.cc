@@ -69,11 +69,10 @@ void AllocationRecorder::prepare(size_t events, size_t nodes, const std::atomic<
     std::lock_guard<std::mutex> lock(r->mutex_);
     if (r->logs_.empty()) r->logs_.push_back(std::make_unique<ThreadLog>());
     ThreadLog& log = *r->logs_.front();  // empty: recycled logs are
-    const std::atomic<bool> never{false};
     auto grow = [&](auto& array, size_t n) {
       if (array.capacity() >= n) return;
       array.reserve(n);
-      prefault_pages_until(array.data(), n * sizeof(array[0]), stop ? *stop : never);
+      prefault_pages_until(array.data(), n * sizeof(array[0]), stop);
     };
     grow(log.events, events);
     grow(log.nodes, nodes);

@@ -382,9 +382,8 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
   // back steps of 10^4 nodes then took 5 ms where a step writing new memory took 3.7.)
-  const std::atomic<bool> never{false};
   auto map = [&](const auto& array) {
-    return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop ? *stop : never);
+    return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
   if (!map(made.outputs) || !map(made.recorded) || !map(made.records)) return;
   for (const auto& nodes : made.node_stats)

@@ -199,7 +199,7 @@ struct Executor::Plan {
   void prepare_records() const {
     if (records_.load(std::memory_order_acquire)) return;
     std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size(), false);
-    prefault_pages_until(made.get(), items.size() * sizeof(NodeRecord), preparation_stopped);  // unmapped pages fault in
+    prefault_pages_until(made.get(), items.size() * sizeof(NodeRecord), &preparation_stopped);  // unmapped pages fault in
     delete[] records_.exchange(made.release(), std::memory_order_acq_rel);
   }
   std::unique_ptr<NodeRecord[]> take_prepared_records() const {
