@@ -5,7 +5,8 @@
 //                     ns an op over the untraced run (target ≤ +100 ns whatever the history),
 //                     and the new memory each made resident, bytes a node: what such a step
 //                     costs follows it at the machine's price of a new page (on a VM whose host
-//                     took the memory back, ~4x the price of memory it still backs)
+//                     took the memory back, ~4x the price of memory it still backs); their CPU
+//                     time, user and system, and the pages they touched first go to stderr
 //   traced reused     traced into the same RunMetadata every step
 //   first read        what the first read of a traced step's node entries costs (made then,
 //                     from what the step recorded): ns a node, into the reused RunMetadata
@@ -85,12 +86,13 @@ double resident_bytes() {
 
 double milliseconds(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
 
-// One repetition of `phase`, timed. Under --only that phase, its CPU time (user and system, of
-// every thread: a thread beside counts) and the pages first touched in it (minor faults) go to
-// stderr: on a VM, the system time of the same number of faults varies several-fold from run to
-// run, while the user time and the faults do not, so they tell the code's cost from the host's.
-double repetition_seconds(const char* phase, const std::function<void()>& body) {
-  const bool report = !only_phase.empty() && only_phase == phase;
+// One repetition of `phase`, timed. Under --only that phase (and always, where `report` says
+// so), its CPU time (user and system, of every thread: a thread beside counts) and the pages
+// first touched in it (minor faults) go to stderr: on a VM, the system time of the same number
+// of faults varies several-fold from run to run, while the user time and the faults do not, so
+// they tell the code's cost from the host's.
+double repetition_seconds(const char* phase, const std::function<void()>& body, bool report = false) {
+  report = report || (!only_phase.empty() && only_phase == phase);
   rusage before{}, after{};
   if (report) getrusage(RUSAGE_SELF, &before);
   const double seconds = seconds_of(body);
@@ -163,9 +165,9 @@ Row measure(int64_t n) {
   {
     RunMetadata first, second;
     const double before = resident_bytes();
-    row.fresh1_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &first); });
+    row.fresh1_s = repetition_seconds("fresh 1st", [&] { session.run(feeds, {y}, {}, traced, &first); }, true);
     const double between = resident_bytes();
-    row.fresh2_s = seconds_of([&] { session.run(feeds, {y}, {}, traced, &second); });
+    row.fresh2_s = repetition_seconds("fresh 2nd", [&] { session.run(feeds, {y}, {}, traced, &second); }, true);
     row.fresh1_new_bytes = between - before;
     row.fresh2_new_bytes = resident_bytes() - between;
   }
