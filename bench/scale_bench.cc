@@ -3,10 +3,11 @@
 //   untraced          one Session::run, the plan already built (µs and ns an op)
 //   traced fresh 1/2  the first and second traced runs, each into a new RunMetadata: the extra
 //                     ns an op over the untraced run (target ≤ +100 ns whatever the history),
-//                     and the new memory each made resident, bytes a node: what such a step
-//                     costs follows it at the machine's price of a new page (on a VM whose host
-//                     took the memory back, ~4x the price of memory it still backs); their CPU
-//                     time, user and system, and the pages they touched first go to stderr
+//                     and the new memory each made resident (net of what was freed meanwhile),
+//                     bytes a node: what such a step costs follows it at the machine's price
+//                     of a new page (on a VM whose host took the memory back, several times the
+//                     price of memory it still backs); their CPU time, user and system, and
+//                     the pages they touched first go to stderr
 //   traced reused     traced into the same RunMetadata every step
 //   first read        what the first read of a traced step's node entries costs (made then,
 //                     from what the step recorded): ns a node, into the reused RunMetadata
@@ -331,6 +332,9 @@ int main(int argc, char** argv) {
                    "                   [--expect-traced-steps]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
+                   "  each row gives the new memory (bytes a node) the fresh traced runs made resident; their CPU\n"
+                   "    time, user and system, and the pages they touched first go to stderr (the system time of\n"
+                   "    new pages is the host's price on a VM: several times higher on memory it took back)\n"
                    "  --only PHASE K: that phase alone, K times (untraced, first, first_run, fresh, kept, reused,\n"
                    "    read, timeline, add_step, scope, op, graph, code; first: a new session's first traced run;\n"
                    "    first_run: a new session's first run, traced, its plan made in it; kept: into a new\n"
