@@ -488,7 +488,7 @@ std::string serialize_run_metadata(const RunMetadata& metadata) {
   const StepStats& st = metadata.step_stats;
   Writer w(st.base_wall_ns != 0 ? st.base_wall_ns - st.base_ns : 0);
   std::string out;
-  out.reserve(256 + (st.num_stored_outputs() + st.num_stored_records()) * 48);
+  out.reserve(256 + (std::max(st.num_stored_outputs(), st.num_recorded_outputs()) + st.num_stored_records()) * 48);
   if (!st.empty() || st.base_ns || st.base_wall_ns) {
     w.message(out, 1, 0, [&](std::string& b, size_t depth) {
       for (const DeviceStepStats& dev : st.dev_stats()) {

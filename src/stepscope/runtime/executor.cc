@@ -58,7 +58,8 @@ struct Executor::RunState {
   } stage_sink;
   int64_t start_ticks = 0;
   NodeRecord* records = nullptr;
-  NodeOutput* output_descriptions = nullptr;  // per slot, in the StepStats being filled
+  StepStats* step_stats = nullptr;                          // being filled
+  StepStats::RecordedOutput* output_descriptions = nullptr;  // per slot, in step_stats
   AllocationRecorder* recorder = nullptr;
   // Step timing (RunOptions::collect_step_timing, or a traced run with a RunMetadata): threads
   // running nodes, and the gaps when none is.
@@ -101,7 +102,7 @@ Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, s
       resources_(resources),
       own_devices_(std::move(own_devices)),
       devices_(devices ? *devices : *own_devices_),
-      cpu_allocator_name_(StepStats::intern(cpu_allocator()->name())) {
+      cpu_allocator_name_(StepStats::allocator_name_ref(cpu_allocator()->name())) {
   if (threads < 0 || intra_op_threads < 0)
     throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
                                ") and intra_op_threads (" + std::to_string(intra_op_threads) +
@@ -184,9 +185,9 @@ inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
 
 // What a traced step records of a fed tensor, as output `slot` of its node: what run_node
 // records of the outputs a kernel made. Cold: see place_feeds.
-[[gnu::cold]] void describe_fed_tensor(const Tensor& t, int slot, std::string_view kernel_allocator_name,
-                                       NodeOutput& description) {
-  describe_output(t, slot, cpu_allocator(), kernel_allocator_name, description);
+[[gnu::cold]] void describe_fed_tensor(const Tensor& t, int slot, const std::string_view* kernel_allocator_name,
+                                       StepStats& stats, StepStats::RecordedOutput& description) {
+  describe_output(t, slot, cpu_allocator(), kernel_allocator_name, stats, description);
 }
 
 // Puts a node's packed outputs (Plan::placements) into their packs, made by the first producer
@@ -285,10 +286,10 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
     r.thread_id = thread_id;
     rec->log->nodes.push_back(index);
     r.missing_outputs = 0;
-    NodeOutput* descriptions = s->output_descriptions + item.output_base;
+    StepStats::RecordedOutput* descriptions = s->output_descriptions + item.output_base;
     for (int i = 0; i < item.num_outputs; ++i) {
       if (outputs[i].initialized()) {
-        describe_output(outputs[i], i, allocator, cpu_allocator_name_, descriptions[i]);
+        describe_output(outputs[i], i, allocator, cpu_allocator_name_, *s->step_stats, descriptions[i]);
       } else {
         mark_missing(descriptions[i]);
         r.missing_outputs++;
@@ -408,12 +409,14 @@ bool core_left_idle(size_t items, int cores_used) {
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
-// finish): an output description a slot, a recorded node and two allocation records a node;
-// and what the first read of its node entries writes: a node entry a node and fed node, on its
-// device, and a memory entry a node.
+// finish): a recorded output a slot, a recorded node and two allocation records a node; and
+// what the first read of its node entries writes: a node entry a node and fed node, on its
+// device, an output description a slot and a memory entry a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   const size_t n = plan.items.size();
-  StepStats::ArraySizes sizes{static_cast<size_t>(plan.num_slots), n, 2 * n, {}, n};
+  const auto slots = static_cast<size_t>(plan.num_slots);
+  StepStats::ArraySizes sizes{
+      .outputs = slots, .memory = n, .records = 2 * n, .node_stats = {}, .recorded = n, .recorded_outputs = slots};
   sizes.node_stats.assign(plan.devices.size(), 0);
   for (const auto& item : plan.items) sizes.node_stats[static_cast<size_t>(item.device)]++;
   for (const auto& fed : plan.fed_nodes) sizes.node_stats[static_cast<size_t>(fed.device)]++;
@@ -635,10 +638,11 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     spare_wanted = begun.spare_wanted;
     traced_gap_ns = start.ns - last_traced_end_ns_.load(std::memory_order_relaxed);
     s.records = slots.records;
+    s.step_stats = stats;
     s.output_descriptions = slots.outputs;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
     for (size_t i = 0; i < feeds.size(); ++i)
-      describe_fed_tensor(feeds[i].second, feeds[i].first.index, cpu_allocator_name_,
+      describe_fed_tensor(feeds[i].second, feeds[i].first.index, cpu_allocator_name_, *stats,
                           s.output_descriptions[plan->feed_slots[i]]);
   }
 

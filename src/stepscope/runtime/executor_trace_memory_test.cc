@@ -363,7 +363,8 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   for (int nodes : {2000, 20000}) {
     SCOPED_TRACE(nodes);
     const StepStats::ArraySizes made = spare_after_a_first_step(nodes, true);
-    EXPECT_GE(made.outputs, nodes + 1u);  // a slot a node, and the fed x
+    EXPECT_GE(made.recorded_outputs, nodes + 1u);  // a slot a node, and the fed x
+    EXPECT_GE(made.outputs, nodes + 1u);           // their descriptions, when read
     EXPECT_GE(made.memory, nodes + 0u);
     EXPECT_GE(made.records, 2u * nodes);
     ASSERT_EQ(made.node_stats.size(), 1u);
@@ -469,7 +470,7 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   bool spare_wanted = false;
   next.reuse_for_step(&spare_wanted);
   next.outputs_for_step(1);
-  EXPECT_GE(next.reserved_sizes().outputs, 2001u);
+  EXPECT_GE(next.reserved_sizes().recorded_outputs, 2001u);
   EXPECT_TRUE(spare_wanted);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -190,7 +191,7 @@ std::mutex build_mutex;  // node entries are made once, whichever reader asks fi
 
 StepStats::StepStats(const StepStats& other) { *this = other; }
 
-// A step not yet read is copied as it was recorded (~230 bytes a node, not ~420; as a flight
+// A step not yet read is copied as it was recorded (~150 bytes a node, not ~420; as a flight
 // recorder copies every step into its ring), to be made node entries in the copy if it is read.
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this == &other) return *this;
@@ -200,9 +201,10 @@ StepStats& StepStats::operator=(const StepStats& other) {
   // A reader may be making other's node entries meanwhile (which changes its arrays).
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
-  outputs_ = other.outputs_;
   records_ = other.records_;
   if (other.unbuilt_.load(std::memory_order_relaxed)) {
+    recorded_outputs_ = other.recorded_outputs_;
+    shapes_apart_ = other.shapes_apart_;
     recorded_ = other.recorded_;
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
@@ -211,6 +213,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
     return *this;
   }
   dev_stats_ = other.dev_stats_;
+  outputs_ = other.outputs_;
   memory_ = other.memory_;
   referenced_ = other.referenced_;
   alloc_ids_ = other.alloc_ids_;
@@ -224,7 +227,9 @@ size_t StepStats::held_bytes() const {
   size_t bytes = outputs_.size() * sizeof(NodeOutput) + memory_.size() * sizeof(AllocatorMemoryUsed) +
                  records_.size() * sizeof(AllocationRecord) + referenced_.size() * sizeof(AllocationDescription) +
                  alloc_ids_.size() * sizeof(int64_t);
-  if (unbuilt_.load(std::memory_order_relaxed)) bytes += recorded_.size() * sizeof(RecordedNode);
+  if (unbuilt_.load(std::memory_order_relaxed))
+    bytes += recorded_.size() * sizeof(RecordedNode) + recorded_outputs_.size() * sizeof(RecordedOutput) +
+             shapes_apart_.size() * sizeof(Shape);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.size() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -236,6 +241,7 @@ namespace {
 // workplace's VMs, ~1 µs a node each time).
 // A set made ahead (StepStats::prepare_spare) says what for; a set a StepStats left, nothing.
 struct Spare {
+  StepStats::RecordedOutputArray recorded_outputs;
   StepStats::OutputArray outputs;
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
@@ -253,15 +259,19 @@ Spare& spare() {
 int64_t fresh_steps = 0;  // fresh StepStats that traced a step (under spare_mutex)
 
 StepStats::ArraySizes sizes_of(const Spare& s) {
-  StepStats::ArraySizes sizes{
-      s.outputs.capacity(), s.memory.capacity(), s.records.capacity(), {}, s.recorded.capacity()};
+  StepStats::ArraySizes sizes{.outputs = s.outputs.capacity(),
+                              .memory = s.memory.capacity(),
+                              .records = s.records.capacity(),
+                              .node_stats = {},
+                              .recorded = s.recorded.capacity(),
+                              .recorded_outputs = s.recorded_outputs.capacity()};
   for (const auto& nodes : s.node_stats) sizes.node_stats.push_back(nodes.capacity());
   return sizes;
 }
 // Whether arrays of sizes `have` hold a step of sizes `need`.
 bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records ||
-      have.recorded < need.recorded)
+      have.recorded < need.recorded || have.recorded_outputs < need.recorded_outputs)
     return false;
   for (size_t d = 0; d < need.node_stats.size(); ++d)
     if (need.node_stats[d] > (d < have.node_stats.size() ? have.node_stats[d] : 0)) return false;
@@ -281,6 +291,8 @@ StepStats::StepStats(StepStats&& other) noexcept
       names_(std::move(other.names_)),
       kernel_allocator_name_(other.kernel_allocator_name_),
       caller_thread_(other.caller_thread_),
+      recorded_outputs_(std::move(other.recorded_outputs_)),
+      shapes_apart_(std::move(other.shapes_apart_)),
       outputs_(std::move(other.outputs_)),
       memory_(std::move(other.memory_)),
       records_(std::move(other.records_)),
@@ -298,6 +310,8 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     caller_thread_ = other.caller_thread_;
     base_ns = other.base_ns;
     base_wall_ns = other.base_wall_ns;
+    recorded_outputs_ = std::move(other.recorded_outputs_);
+    shapes_apart_ = std::move(other.shapes_apart_);
     outputs_ = std::move(other.outputs_);
     memory_ = std::move(other.memory_);
     records_ = std::move(other.records_);
@@ -315,11 +329,13 @@ void StepStats::give_arrays_away() noexcept {
   Spare& s = spare();
   // A set made ahead gives way to one as big that a StepStats left: a caller who made a new
   // RunMetadata a step and kept them has stopped keeping them, so none is made again.
-  const bool own_bigger = s.outputs.capacity() < outputs_.capacity() || s.memory.capacity() < memory_.capacity();
+  const bool own_bigger = s.recorded_outputs.capacity() < recorded_outputs_.capacity() ||
+                         s.outputs.capacity() < outputs_.capacity() || s.memory.capacity() < memory_.capacity();
   if (!own_bigger && !(s.made_for && holds(reserved_sizes(), sizes_of(s)))) return;
   s.made_for.reset();
   // Sizes are kept (the items are trivially destructible): the next step resizes to its own,
   // which then initializes only what grows.
+  std::swap(s.recorded_outputs, recorded_outputs_);
   std::swap(s.outputs, outputs_);
   std::swap(s.memory, memory_);
   std::swap(s.records, records_);
@@ -335,8 +351,9 @@ bool StepStats::take_spare_arrays() {
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   const bool first = fresh_steps++ == 0;
-  if (s.outputs.capacity() == 0) return !first;
+  if (s.recorded_outputs.capacity() == 0 && s.outputs.capacity() == 0) return !first;
   const bool wanted = s.made_for == SpareFor::kKeptSteps;
+  if (recorded_outputs_.capacity() < s.recorded_outputs.capacity()) std::swap(recorded_outputs_, s.recorded_outputs);
   if (outputs_.capacity() < s.outputs.capacity()) std::swap(outputs_, s.outputs);
   if (memory_.capacity() < s.memory.capacity()) std::swap(memory_, s.memory);
   if (records_.capacity() < s.records.capacity()) std::swap(records_, s.records);
@@ -352,13 +369,19 @@ bool StepStats::take_spare_arrays() {
 
 size_t StepStats::ArraySizes::bytes() const {
   size_t total = outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) +
-                 records * sizeof(AllocationRecord) + recorded * sizeof(RecordedNode);
+                 records * sizeof(AllocationRecord) + recorded * sizeof(RecordedNode) +
+                 recorded_outputs * sizeof(RecordedOutput);
   for (size_t n : node_stats) total += n * sizeof(NodeExecStats);
   return total;
 }
 
 StepStats::ArraySizes StepStats::reserved_sizes() const {
-  ArraySizes sizes{outputs_.capacity(), memory_.capacity(), records_.capacity(), {}, recorded_.capacity()};
+  ArraySizes sizes{.outputs = outputs_.capacity(),
+                   .memory = memory_.capacity(),
+                   .records = records_.capacity(),
+                   .node_stats = {},
+                   .recorded = recorded_.capacity(),
+                   .recorded_outputs = recorded_outputs_.capacity()};
   for (const auto& dev : dev_stats_) sizes.node_stats.push_back(dev.node_stats.capacity());
   return sizes;
 }
@@ -371,6 +394,7 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
     if (holds(sizes_of(spare()), sizes)) return;
   }
   Spare made;
+  made.recorded_outputs.reserve(sizes.recorded_outputs);
   made.outputs.reserve(sizes.outputs);
   made.memory.reserve(sizes.memory);
   made.records.reserve(sizes.records);
@@ -378,17 +402,18 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   for (size_t n : sizes.node_stats) made.node_stats.emplace_back().reserve(n);
   made.made_for = why;
   // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes and
-  // allocation records at its end, the node and memory entries when they are first read), then
+  // allocation records at its end, the node entries, output descriptions and memory entries
+  // when they are first read), then
   // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
   // back steps of 10^4 nodes then took 5 ms where a step writing new memory took 3.7.)
   auto map = [&](const auto& array) {
     return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
-  if (!map(made.outputs) || !map(made.recorded) || !map(made.records)) return;
+  if (!map(made.recorded_outputs) || !map(made.recorded) || !map(made.records)) return;
   for (const auto& nodes : made.node_stats)
     if (!map(nodes)) return;
-  if (!map(made.memory)) return;
+  if (!map(made.outputs) || !map(made.memory)) return;
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   if (!holds(sizes_of(s), sizes)) std::swap(s, made);  // unless another thread's is here first
@@ -400,6 +425,8 @@ void StepStats::clear() {
   recorded_.clear();
   names_.reset();
   base_ns = base_wall_ns = 0;
+  recorded_outputs_.clear();
+  shapes_apart_.clear();
   outputs_.clear();
   memory_.clear();
   records_.clear();
@@ -409,9 +436,10 @@ void StepStats::clear() {
 
 void StepStats::reuse_for_step(bool* spare_wanted) {
   // A fresh StepStats (a new RunMetadata per step) takes the spare arrays.
-  const bool wanted = outputs_.capacity() == 0 && take_spare_arrays();
+  const bool wanted = recorded_outputs_.capacity() == 0 && outputs_.capacity() == 0 && take_spare_arrays();
   if (spare_wanted) *spare_wanted = wanted;
   std::vector<DeviceStepStats> kept = std::move(dev_stats_);  // with their memory
+  RecordedOutputArray recorded_outputs = std::move(recorded_outputs_);
   OutputArray outputs = std::move(outputs_);
   std::vector<AllocationRecord> records = std::move(records_);
   RecordedArray recorded = std::move(recorded_);
@@ -420,20 +448,73 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
   // Their sizes too: resize_records initializes only what grows (outputs_for_step and
   // recorded_for_step nothing: the step writes every item).
+  recorded_outputs_ = std::move(recorded_outputs);
   outputs_ = std::move(outputs);
   records_ = std::move(records);
   recorded_ = std::move(recorded);
 }
 
-std::span<NodeOutput> StepStats::outputs_for_step(size_t num_outputs) {
-  if (outputs_.capacity() < num_outputs) {
+std::span<StepStats::RecordedOutput> StepStats::outputs_for_step(size_t num_outputs) {
+  auto& outputs = recorded_outputs_;
+  if (outputs.capacity() < num_outputs) {
     // New memory not reserved before (see room()), which the step writes right away: mapped in
     // one call rather than a fault a page (~20% less a page on a VM).
-    outputs_.reserve(num_outputs);
-    prefault_pages(outputs_.data() + outputs_.size(), (outputs_.capacity() - outputs_.size()) * sizeof(NodeOutput));
+    outputs.reserve(num_outputs);
+    prefault_pages(outputs.data() + outputs.size(), (outputs.capacity() - outputs.size()) * sizeof(RecordedOutput));
   }
-  outputs_.resize(num_outputs);
-  return outputs_;
+  outputs.resize(num_outputs);
+  return outputs;
+}
+
+const std::string_view* StepStats::allocator_name_ref(std::string_view name) {
+  static std::mutex mutex;
+  // Never destroyed (steps may be read during static destruction); a deque's items never move.
+  static auto* names = new std::deque<std::string_view>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const std::string_view& n : *names)  // a handful: one an allocator
+    if (n == name) return &n;
+  return &names->emplace_back(intern(name));
+}
+
+namespace {
+std::mutex shapes_apart_mutex;  // rare: a shape of rank 5+, or with a dimension past 2^31
+}  // namespace
+
+void StepStats::keep_shape_apart(RecordedOutput& out, const Shape& shape) {
+  std::lock_guard<std::mutex> lock(shapes_apart_mutex);
+  out.rank = RecordedOutput::kShapeKeptApart;
+  out.dims[0] = static_cast<int32_t>(shapes_apart_.size());
+  shapes_apart_.push_back(shape);
+}
+
+std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, size_t n) {
+  for (size_t i = first; i < first + n; ++i) {
+    const RecordedOutput& r = recorded_outputs_[i];
+    NodeOutput& out = outputs_[i];
+    if (!r.allocator) {  // not produced: nothing else of it was written
+      out = NodeOutput{};
+      continue;
+    }
+    out.slot = r.slot;
+    TensorDescription& td = out.tensor_description;
+    td.dtype = r.dtype;
+    if (r.rank == RecordedOutput::kShapeKeptApart) {
+      td.shape = shapes_apart_[static_cast<size_t>(r.dims[0])];
+    } else {
+      int64_t dims[4];
+      for (int d = 0; d < r.rank; ++d) dims[d] = r.dims[d];
+      td.shape = Shape(std::span<const int64_t>(dims, static_cast<size_t>(r.rank)));
+    }
+    td.allocation_description = {
+        .requested_bytes = r.requested_bytes,
+        .allocated_bytes = r.allocated_bytes,
+        .allocator_name = r.allocator ? *r.allocator : std::string_view(),
+        .allocation_id = r.allocation_id,
+        .has_single_reference = r.has_single_reference,
+        .ptr = r.ptr,
+    };
+  }
+  return stored_outputs(first, n);
 }
 
 std::span<AllocationRecord> StepStats::resize_records(size_t n) {
@@ -442,8 +523,9 @@ std::span<AllocationRecord> StepStats::resize_records(size_t n) {
 }
 
 size_t StepStats::reserved_bytes() const {
-  size_t bytes = outputs_.capacity() * sizeof(NodeOutput) + memory_.capacity() * sizeof(AllocatorMemoryUsed) +
-                 records_.capacity() * sizeof(AllocationRecord) + recorded_.capacity() * sizeof(RecordedNode);
+  size_t bytes = recorded_outputs_.capacity() * sizeof(RecordedOutput) + outputs_.capacity() * sizeof(NodeOutput) +
+                 memory_.capacity() * sizeof(AllocatorMemoryUsed) + records_.capacity() * sizeof(AllocationRecord) +
+                 recorded_.capacity() * sizeof(RecordedNode);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -454,7 +536,7 @@ std::vector<std::span<const std::byte>> StepStats::room() const {
     const auto* end = array.data() + array.size();
     room.push_back(std::as_bytes(std::span(end, array.capacity() - array.size())));
   };
-  add(outputs_);  // first: the step writes them from its start
+  add(recorded_outputs_);  // first: the step writes them from its start
   add(recorded_);
   add(records_);
   return room;
@@ -526,8 +608,9 @@ std::span<const AllocatorMemoryUsed> StepStats::store_memory(std::span<const All
   return out;
 }
 
-void StepStats::reserve_recorded(size_t n) {
+void StepStats::reserve_recorded(size_t n, size_t outputs) {
   if (recorded_.capacity() < n) recorded_.reserve(n);
+  if (recorded_outputs_.capacity() < outputs) recorded_outputs_.reserve(outputs);
 }
 
 std::span<StepStats::RecordedNode> StepStats::recorded_for_step(size_t n) {
@@ -582,6 +665,13 @@ void StepStats::build_nodes() const {
 void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const PlanNames& names = *names_;
   const std::span<const RecordedNode> recorded = recorded_;
+  // The output descriptions, made a node's at a time (only the slots of nodes that ran, and the
+  // fed ones, were written); no node entry views the array yet.
+  if (outputs_.capacity() < recorded_outputs_.size()) {
+    outputs_.clear();
+    outputs_.reserve(recorded_outputs_.size());
+  }
+  outputs_.resize(recorded_outputs_.size());
   auto& devices = dev_stats_;
   devices.resize(names.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -612,7 +702,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
         .op_end_rel_ns = 0,
         .all_end_rel_ns = 0,
         .memory = {},
-        .output = stored_outputs(static_cast<size_t>(f.output_base), static_cast<size_t>(f.num_outputs)),
+        .output = describe_recorded_outputs(static_cast<size_t>(f.output_base), static_cast<size_t>(f.num_outputs)),
         .timeline_label = f.timeline_label,
         .thread_id = caller_thread_,
         .referenced_tensor = {},
@@ -637,7 +727,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
 
     // Outputs: in place, unless one is missing (the kernel failed): then the others are copied.
     std::span<const NodeOutput> node_outputs =
-        stored_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
+        describe_recorded_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
     if (r.missing_outputs) {
       std::vector<NodeOutput> produced;
       for (const NodeOutput& out : node_outputs)

@@ -12,9 +12,11 @@
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
 // A traced step writes less than that: what it recorded of each node (a RecordedNode, 56 bytes,
-// and its allocation records) and the plan's names, shared. The node entries and memory entries
-// are made from them on the first read of dev_stats(), from any thread: a step whose stats
-// nobody reads (most of what a flight recorder keeps) writes ~230 bytes a node, not ~420.
+// its outputs, a RecordedOutput of 64 bytes each where a NodeOutput takes 144, and its
+// allocation records) and the plan's names, shared. The node entries, output descriptions and
+// memory entries are made from them on the first read of dev_stats(), from any thread: a step
+// whose stats nobody reads (most of what a flight recorder keeps) writes ~150 bytes a node, not
+// the ~420 its node entries take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
@@ -181,12 +183,30 @@ class StepStats {
   size_t held_bytes() const;
   // Elements in the flat arrays (what copies of this StepStats copy).
   size_t num_stored_outputs() const { return outputs_.size(); }
+  size_t num_recorded_outputs() const { return recorded_outputs_.size(); }
   size_t num_stored_records() const { return records_.size(); }
+
+  // What a traced step writes of an output while it runs (the executor's describe_output): 64
+  // bytes, where the NodeOutput the first read makes of it takes 144 (most of that the shape's
+  // eight 64-bit dimensions). A shape of rank 4 or less with dimensions that fit in 32 bits
+  // (nearly every tensor's) is kept inline; any other in the StepStats (record_shape).
+  struct RecordedOutput {
+    uint64_t ptr;
+    int64_t requested_bytes, allocated_bytes, allocation_id;
+    const std::string_view* allocator;  // allocator_name_ref; null: not produced (the kernel failed)
+    int32_t slot;
+    DType dtype;
+    int8_t rank;  // kShapeKeptApart: dims[0] is the shape's index in the StepStats' shapes_apart_
+    bool has_single_reference;
+    int32_t dims[4];
+    static constexpr int8_t kShapeKeptApart = -1;
+  };
+  static_assert(sizeof(RecordedOutput) == 64);
 
   // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
   // arrays have grown to a step's size:
   // Forgets everything, as clear() does (a step recorded and never read included), but keeps
-  // the devices' node lists (emptied) with their memory, and the output descriptions (see
+  // the devices' node lists (emptied) with their memory, and the recorded outputs (see
   // outputs_for_step). A StepStats with no memory of its own takes the spare arrays (see
   // ~StepStats).
   // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
@@ -195,11 +215,35 @@ class StepStats {
   // a step (it is still alive: its caller keeps each step's RunMetadata), or took a set made
   // for such steps.
   void reuse_for_step(bool* spare_wanted = nullptr);
-  // Then `num_outputs` output descriptions to fill in, in place: views of them (stored_outputs)
-  // need no copy. Items are not initialized (the step writes each one it holds a view of):
-  // where the room for them was reserved before (room()), a thread beside the step can map it
-  // while the step writes them; new memory not reserved before is mapped here, in one call.
-  std::span<NodeOutput> outputs_for_step(size_t num_outputs);
+  // Then `num_outputs` recorded outputs to fill in, in place, one a slot of the plan: the
+  // output descriptions of the node entries are made of them (of the slots of the nodes that
+  // ran, and of the fed ones) on the first read. Items are not initialized (the step writes each
+  // one it runs); where the room for them was reserved before (room()), a thread beside the
+  // step can map it while the step writes them; new memory not reserved before is mapped here,
+  // in one call.
+  std::span<RecordedOutput> outputs_for_step(size_t num_outputs);
+  // Writes an output's shape into what the step records of it: inline where it fits (see
+  // RecordedOutput), otherwise kept in this StepStats (under a lock; from any of the step's
+  // threads).
+  void record_shape(RecordedOutput& out, const Shape& shape) {
+    const int rank = shape.rank();
+    if (rank >= 0 && rank <= 4) {
+      bool fits = true;
+      for (int i = 0; i < rank; ++i) {
+        const int64_t d = shape.dim(i);
+        fits &= d >= 0 && d <= INT32_MAX;
+        out.dims[i] = static_cast<int32_t>(d);
+      }
+      if (fits) {
+        out.rank = static_cast<int8_t>(rank);
+        return;
+      }
+    }
+    keep_shape_apart(out, shape);
+  }
+  // A process-wide interned allocator name, at an address that never changes (what a
+  // RecordedOutput points to).
+  static const std::string_view* allocator_name_ref(std::string_view name);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
   // The allocation records resized to `n`, to fill in place; only while no memory entry holds
@@ -255,11 +299,12 @@ class StepStats {
   // UninitializedAllocator), so that new memory is first written by the step, on pages a thread
   // beside it has mapped.
   using OutputArray = std::vector<NodeOutput, UninitializedAllocator<NodeOutput>>;
+  using RecordedOutputArray = std::vector<RecordedOutput, UninitializedAllocator<RecordedOutput>>;
   using RecordedArray = std::vector<RecordedNode, UninitializedAllocator<RecordedNode>>;
 
-  // Room for n recorded nodes (what a step's end writes), then the step's, to fill in (not
-  // initialized).
-  void reserve_recorded(size_t n);
+  // Room for n recorded nodes (what a step's end writes) and for `outputs` recorded outputs
+  // (outputs_for_step), then the step's nodes, to fill in (not initialized).
+  void reserve_recorded(size_t n, size_t outputs = 0);
   std::span<RecordedNode> recorded_for_step(size_t n);
   // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
   // here where `sources` (one a stored allocation record) are given. Fed nodes come first, on
@@ -271,7 +316,7 @@ class StepStats {
   struct ArraySizes {
     size_t outputs = 0, memory = 0, records = 0;
     std::vector<size_t> node_stats;  // per device
-    size_t recorded = 0;
+    size_t recorded = 0, recorded_outputs = 0;
     size_t bytes() const;
   };
   ArraySizes reserved_sizes() const;
@@ -281,7 +326,7 @@ class StepStats {
   // Makes the process's spare set (see ~StepStats) as big as `sizes`, mapped, unless it is that
   // big already: the next fresh StepStats' step then writes memory mapped already, where new
   // memory costs ~2 µs a 4 KiB page on a VM (~200 ns a node of a step). For a thread with
-  // nothing else to do: it maps ~420 bytes a node, and the set becomes the spare one once its
+  // nothing else to do: it maps ~480 bytes a node, and the set becomes the spare one once its
   // pages are mapped. Where `stop` is given and set before then, the set is dropped (a step that
   // starts meanwhile makes its own: see Executor::Plan::stop_preparation).
   static void prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop = nullptr);
@@ -295,6 +340,9 @@ class StepStats {
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
   void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
+  void keep_shape_apart(RecordedOutput& out, const Shape& shape);
+  // The output descriptions of slots [first, first + n) made of what the step recorded.
+  std::span<const NodeOutput> describe_recorded_outputs(size_t first, size_t n);
   void make_node_entries(std::span<RecordSource> sources);
 
   // Mutable: dev_stats() makes the node entries of a const StepStats.
@@ -304,6 +352,8 @@ class StepStats {
   mutable std::shared_ptr<const PlanNames> names_;  // of the plan that recorded it
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
+  mutable RecordedOutputArray recorded_outputs_;  // what a step wrote of its outputs (until read)
+  std::vector<Shape> shapes_apart_;               // their shapes that do not fit inline
   mutable OutputArray outputs_;
   mutable std::vector<AllocatorMemoryUsed> memory_;
   mutable std::vector<AllocationRecord> records_;

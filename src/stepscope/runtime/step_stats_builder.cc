@@ -21,15 +21,14 @@ StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, Step
   bool spare_wanted = false;
   stats.reuse_for_step(&spare_wanted);
   // Room for what the step writes, made now so that a thread left idle can fault it in while
-  // the step runs (StepStats::room): an output description a slot, and at its end a recorded
-  // node and two allocation records a node, as most nodes have (finish() grows them where a
-  // step has more).
+  // the step runs (StepStats::room): a recorded output a slot, and at its end a recorded node
+  // and two allocation records a node, as most nodes have (finish() grows them where a step
+  // has more).
   const size_t n = plan.items.size();
   const size_t num_slots = static_cast<size_t>(plan.num_slots);
   const size_t reserved = stats.reserved_bytes();
-  stats.reserve_recorded(n);
-  stats.reserve(num_slots - std::min(num_slots, stats.num_stored_outputs()), 0,
-                2 * n - std::min(2 * n, stats.num_stored_records()));
+  stats.reserve_recorded(n, num_slots);
+  stats.reserve(0, 0, 2 * n - std::min(2 * n, stats.num_stored_records()));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};
@@ -44,8 +43,8 @@ StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, Step
       new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
     }
   }
-  // One description per slot of the plan, in place: a node's outputs are consecutive slots, so
-  // its view needs no copy.
+  // One recorded output per slot of the plan, in place: a node's outputs are consecutive slots,
+  // so its output descriptions are made in place on the first read.
   return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records};
 }
 

@@ -35,27 +35,28 @@ struct NodeRecord {
   int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
 };
 
-// Describes tensor `t`, output `slot` of its node. The allocator is named by a comparison for
-// the kernels' allocator, whose name is interned already (the hot path's common case), and
-// through StepStats::intern for any other.
+// Records tensor `t`, output `slot` of its node, into `out` (of `stats`). The allocator is
+// named by a comparison for the kernels' allocator, whose name is interned already (the hot
+// path's common case), and through StepStats::allocator_name_ref for any other.
 [[gnu::always_inline]] inline void describe_output(const Tensor& t, int slot, const Allocator* kernel_allocator,
-                                                   std::string_view kernel_allocator_name, NodeOutput& description) {
+                                                   const std::string_view* kernel_allocator_name, StepStats& stats,
+                                                   StepStats::RecordedOutput& out) {
   const Buffer* b = t.buffer();
-  AllocationDescription& ad = description.tensor_description.allocation_description;
-  description.slot = slot;
-  description.tensor_description.dtype = t.dtype();
-  description.tensor_description.shape = t.shape();
-  ad.requested_bytes = b->requested_bytes();  // a tensor always spans its whole buffer
-  ad.allocated_bytes = b->allocated_bytes();
-  ad.allocator_name =
-      b->allocator() == kernel_allocator ? kernel_allocator_name : StepStats::intern(b->allocator()->name());
-  ad.allocation_id = b->allocation_id();
-  ad.has_single_reference = b->unique();
-  ad.ptr = reinterpret_cast<uint64_t>(t.raw_data());
+  out.ptr = reinterpret_cast<uint64_t>(t.raw_data());
+  out.requested_bytes = b->requested_bytes();  // a tensor always spans its whole buffer
+  out.allocated_bytes = b->allocated_bytes();
+  out.allocation_id = b->allocation_id();
+  out.allocator = b->allocator() == kernel_allocator ? kernel_allocator_name
+                                                     : StepStats::allocator_name_ref(b->allocator()->name());
+  out.slot = slot;
+  out.dtype = t.dtype();
+  out.has_single_reference = b->unique();
+  stats.record_shape(out, t.shape());
 }
-// An output the kernel did not produce (it failed): finish() leaves it out of the node's.
-inline void mark_missing(NodeOutput& description) {
-  description.tensor_description.allocation_description.allocator_name = {};
+// An output the kernel did not produce (it failed): left out of the node's when it is read.
+inline void mark_missing(StepStats::RecordedOutput& out) {
+  out.allocator = nullptr;
+  out.rank = 0;
 }
 
 // One per StepBuffers of a plan (so one per step running at a time), kept between steps.
@@ -76,7 +77,7 @@ class StepStatsBuilder {
   // The slots a traced step writes while it runs.
   struct Slots {
     NodeRecord* records;  // per plan item
-    NodeOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
+    StepStats::RecordedOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
     // The records where they were made now (a plan's first traced step, unless they were made
     // ahead), not mapped: the caller has them mapped with the room, as it does the outputs.
     std::span<const std::byte> new_records;

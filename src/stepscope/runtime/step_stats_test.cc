@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace stepscope {
 namespace {
@@ -24,38 +25,39 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   st.dev_stats()[0].node_stats.resize(3);
   const NodeExecStats* nodes = st.dev_stats()[0].node_stats.data();
   st.reuse_for_step();
-  std::span<NodeOutput> outputs = st.outputs_for_step(4);
+  std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(4);
   ASSERT_EQ(outputs.size(), 4u);
-  EXPECT_EQ(st.num_stored_outputs(), 4u);
+  EXPECT_EQ(st.num_recorded_outputs(), 4u);
   EXPECT_EQ(st.base_ns, 0);
   EXPECT_EQ(st.base_wall_ns, 0);
   ASSERT_EQ(st.dev_stats().size(), 1u);
   EXPECT_TRUE(st.dev_stats()[0].node_stats.empty());
   EXPECT_EQ(st.dev_stats()[0].node_stats.data(), nodes);  // the node list's memory is kept
 
-  // Outputs written in place are what stored_outputs views; copies view their own arrays.
-  outputs[2].slot = 7;
+  // Output descriptions stored are what stored_outputs views; copies view their own arrays.
+  NodeOutput out;
+  out.slot = 7;
   NodeExecStats ns;
-  ns.output = st.stored_outputs(2, 2);
-  EXPECT_EQ(ns.output.data(), outputs.data() + 2);
+  ns.output = st.store_outputs(std::span(&out, 1));
+  EXPECT_EQ(ns.output.data(), st.stored_outputs(0, 1).data());
   st.dev_stats()[0].node_stats.push_back(ns);
   const StepStats copy = st;
   EXPECT_EQ(copy.dev_stats()[0].node_stats[0].output[0].slot, 7);
-  EXPECT_NE(copy.dev_stats()[0].node_stats[0].output.data(), outputs.data() + 2);
+  EXPECT_NE(copy.dev_stats()[0].node_stats[0].output.data(), ns.output.data());
 
   // A step with fewer slots: the array shrinks to them.
   st.reuse_for_step();
   EXPECT_EQ(st.outputs_for_step(2).size(), 2u);
-  EXPECT_EQ(st.num_stored_outputs(), 2u);
+  EXPECT_EQ(st.num_recorded_outputs(), 2u);
 }
 
 // A new RunMetadata a step (TensorFlow's idiom) does not fault a step's arrays in again: the
 // arrays of a StepStats that goes away are what the next fresh one writes into.
 TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
-  const size_t outputs = (size_t{1} << 20) / sizeof(NodeOutput);  // over the minimum kept (64 KiB)
+  const size_t outputs = (size_t{1} << 20) / sizeof(StepStats::RecordedOutput);  // over the minimum kept (64 KiB)
   StepStats earlier;
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
-  const NodeOutput* arrays = nullptr;
+  const StepStats::RecordedOutput* arrays = nullptr;
   {
     StepStats gone;
     gone.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
@@ -65,18 +67,21 @@ TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
   StepStats fresh;
   fresh.reuse_for_step();
   EXPECT_EQ(fresh.outputs_for_step(outputs / 2).data(), arrays);
-  EXPECT_EQ(fresh.num_stored_outputs(), outputs / 2);
+  EXPECT_EQ(fresh.num_recorded_outputs(), outputs / 2);
   StepStats another;  // the one spare set is taken
   another.reuse_for_step();
   EXPECT_NE(another.outputs_for_step(outputs / 2).data(), arrays);
 }
 
 // Sizes over the minimum kept as spare arrays (64 KiB).
-StepStats::ArraySizes spare_sizes() { return {.outputs = 4096, .memory = 1000, .records = 2000, .node_stats = {1000}}; }
+StepStats::ArraySizes spare_sizes() {
+  return {.outputs = 4096, .memory = 1000, .records = 2000, .node_stats = {1000}, .recorded_outputs = 4096};
+}
 
 bool holds_at_least(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   return have.outputs >= need.outputs && have.memory >= need.memory && have.records >= need.records &&
-         have.node_stats.size() >= need.node_stats.size() && have.node_stats[0] >= need.node_stats[0];
+         have.recorded_outputs >= need.recorded_outputs && have.node_stats.size() >= need.node_stats.size() &&
+         have.node_stats[0] >= need.node_stats[0];
 }
 
 // A session that expects traced steps has a spare set made ahead (an idle thread maps it): the
@@ -94,7 +99,7 @@ TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
   StepStats another;  // the set is taken: this one writes new memory
   another.reuse_for_step();
   another.outputs_for_step(100);
-  EXPECT_LT(another.reserved_sizes().outputs, spare_sizes().outputs);
+  EXPECT_LT(another.reserved_sizes().recorded_outputs, spare_sizes().recorded_outputs);
 }
 
 // Steps traced into a new RunMetadata each, kept: each after the first finds the spare set
@@ -129,13 +134,14 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
   const StepStats::ArraySizes sizes = spare_sizes();
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
-  const NodeOutput* left = nullptr;
+  const StepStats::RecordedOutput* left = nullptr;
   {
     StepStats gone;
     gone.reserve(sizes.outputs, sizes.memory, sizes.records);  // memory of its own: takes no spare set
+    gone.reserve_recorded(0, sizes.recorded_outputs);
     gone.dev_stats().resize(1);
     gone.dev_stats()[0].node_stats.reserve(sizes.node_stats[0]);
-    left = gone.add_outputs(1).data();
+    left = gone.outputs_for_step(1).data();
   }
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
   StepStats fresh;
@@ -146,20 +152,20 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
 }
 
 // room() is what is reserved and not yet written, for a thread to fault in before a step's end
-// writes it: the output descriptions, the recorded nodes and the allocation records.
+// writes it: the recorded outputs, the recorded nodes and the allocation records.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
-  st.reserve_recorded(10);
+  st.reserve_recorded(10, 7);
   st.recorded_for_step(4);
-  st.reserve(7, 5, 8);
-  st.outputs_for_step(3);
+  st.reserve(7, 5, 8);  // output descriptions and memory entries: not room (the first read writes them)
+  const auto written = st.outputs_for_step(3);
   st.resize_records(2);
   const auto room = st.room();
-  ASSERT_EQ(room.size(), 3u);  // output descriptions, recorded nodes, allocation records
-  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(st.stored_outputs(0, 3).data() + 3));
-  EXPECT_GE(room[0].size(), 4 * sizeof(NodeOutput));
+  ASSERT_EQ(room.size(), 3u);  // recorded outputs, recorded nodes, allocation records
+  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(written.data() + 3));
+  EXPECT_EQ(room[0].size(), 4 * sizeof(StepStats::RecordedOutput));
   EXPECT_EQ(room[1].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
   EXPECT_GE(room[2].size(), 6 * sizeof(AllocationRecord));
   // Written up to capacity: no room left.
@@ -177,8 +183,8 @@ TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
   st.reuse_for_step();
   st.outputs_for_step(3);
   const size_t reserved = st.reserved_bytes();
-  EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 3 * sizeof(NodeOutput) + 5 * sizeof(AllocatorMemoryUsed) +
-                          8 * sizeof(AllocationRecord));
+  EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 3 * sizeof(StepStats::RecordedOutput) +
+                          5 * sizeof(AllocatorMemoryUsed) + 8 * sizeof(AllocationRecord));
   st.reuse_for_step();  // the next step, the same arrays
   st.outputs_for_step(3);
   st.dev_stats()[0].node_stats.reserve(10);
@@ -213,12 +219,20 @@ TEST(StepStats, ResizeRecordsToFillInPlace) {
 TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   StepStats st;
   st.reuse_for_step();
-  st.reserve(3, 0, 3);
-  const std::span<NodeOutput> outputs = st.outputs_for_step(3);
+  st.reserve(0, 0, 3);
+  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(3);
   for (int slot = 0; slot < 3; ++slot) {
-    outputs[slot] = NodeOutput{};
-    outputs[slot].tensor_description.shape = Shape{slot + 1};
-    outputs[slot].tensor_description.allocation_description.allocator_name = StepStats::intern("cpu");
+    outputs[slot] = {.ptr = 4096u * static_cast<unsigned>(slot + 1),
+                     .requested_bytes = 4 * (slot + 1),
+                     .allocated_bytes = 64,
+                     .allocation_id = 10 + slot,
+                     .allocator = StepStats::allocator_name_ref("cpu"),
+                     .slot = 0,
+                     .dtype = DType::kInt32,
+                     .rank = 0,
+                     .has_single_reference = slot == 1,
+                     .dims = {}};
+    st.record_shape(outputs[slot], Shape{slot + 1});
   }
   const std::span<AllocationRecord> records = st.resize_records(3);
   records[0] = {30, -8};  // a's output, freed after b ran, listed first
@@ -238,8 +252,8 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   recorded[1] = {16, 20, 15, 12, 7, 1, 2, 3, false};
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
-  EXPECT_EQ(st.held_bytes(),
-            3 * sizeof(NodeOutput) + 3 * sizeof(AllocationRecord) + 2 * sizeof(StepStats::RecordedNode));
+  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 3 * sizeof(AllocationRecord) +
+                                2 * sizeof(StepStats::RecordedNode));
 
   const StepStats& read = st;
   ASSERT_EQ(read.dev_stats().size(), 1u);
@@ -258,7 +272,16 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   EXPECT_EQ(a.all_start_ns, 5);
   EXPECT_EQ(a.all_end_rel_ns, 10);
   EXPECT_EQ(a.thread_id, 7u);
-  EXPECT_EQ(a.output[0].tensor_description.shape, Shape{2});
+  ASSERT_EQ(a.output.size(), 1u);
+  const TensorDescription& a_out = a.output[0].tensor_description;
+  EXPECT_EQ(a_out.shape, Shape{2});
+  EXPECT_EQ(a_out.dtype, DType::kInt32);
+  EXPECT_EQ(a_out.allocation_description.requested_bytes, 8);
+  EXPECT_EQ(a_out.allocation_description.allocated_bytes, 64);
+  EXPECT_EQ(a_out.allocation_description.allocator_name, "cpu");
+  EXPECT_EQ(a_out.allocation_description.allocation_id, 11);
+  EXPECT_TRUE(a_out.allocation_description.has_single_reference);
+  EXPECT_EQ(a_out.allocation_description.ptr, 8192u);
   ASSERT_EQ(a.memory.size(), 1u);
   EXPECT_EQ(a.memory[0].allocator_name, "cpu");
   ASSERT_EQ(a.memory[0].allocation_records.size(), 2u);
@@ -272,6 +295,49 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   EXPECT_EQ(b.output[0].tensor_description.shape, Shape{3});
   EXPECT_EQ(b.memory[0].live_bytes, 4);
   EXPECT_EQ(b.memory[0].allocator_bytes_in_use, 12);
+}
+
+// What a step records of an output is 64 bytes: a shape of rank 5 or more, or with a dimension
+// past 2^31, is kept apart in the StepStats and read back whole, in a copy too; an output the
+// kernel did not produce is left out of its node's.
+TEST(StepStats, RecordedOutputsKeepEveryShapeAndLeaveOutTheMissing) {
+  StepStats st;
+  st.reuse_for_step();
+  const std::vector<Shape> shapes = {Shape{}, Shape{2, 3, 4, 5}, Shape{1, 2, 3, 4, 5}, Shape{int64_t{1} << 33, 2},
+                                     Shape{7, 6, 5, 4, 3, 2, 1, 9}, Shape{0}};
+  const size_t n = shapes.size() + 1;  // and one not produced, in the middle
+  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(n);
+  for (size_t i = 0, shape = 0; i < n; ++i) {
+    if (i == 2) {
+      outputs[i].allocator = nullptr;  // as the executor marks an output the kernel did not produce
+      outputs[i].rank = 0;
+      continue;
+    }
+    outputs[i] = StepStats::RecordedOutput{};
+    outputs[i].allocator = StepStats::allocator_name_ref("gpu_bfc");
+    outputs[i].slot = static_cast<int32_t>(i);
+    st.record_shape(outputs[i], shapes[shape++]);
+  }
+  EXPECT_EQ(StepStats::allocator_name_ref("gpu_bfc"), outputs[0].allocator);  // one per name
+  auto names = std::make_shared<StepStats::PlanNames>();
+  names->items = {{"a", "Op", "a = Op()", 0, 0, static_cast<int32_t>(n), 0}};
+  names->devices = {StepStats::intern("/cpu:0")};
+  names->set_state(StepStats::PlanNames::kMade);
+  st.reserve_recorded(1);
+  st.recorded_for_step(1)[0] = {5, 15, 2, 0, 7, 0, 0, 0, true};
+  st.set_recorded(names, StepStats::intern("cpu"), 3);
+  const StepStats copy = st;
+  for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy}) {
+    ASSERT_EQ(read->dev_stats().size(), 1u);
+    ASSERT_EQ(read->dev_stats()[0].node_stats.size(), 1u);
+    const auto& produced = read->dev_stats()[0].node_stats[0].output;
+    ASSERT_EQ(produced.size(), shapes.size());
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      EXPECT_EQ(produced[k].slot, static_cast<int32_t>(k < 2 ? k : k + 1));
+      EXPECT_EQ(produced[k].tensor_description.shape, shapes[k]) << shapes[k].to_string();
+      EXPECT_EQ(produced[k].tensor_description.allocation_description.allocator_name, "gpu_bfc");
+    }
+  }
 }
 
 // A plan's first traced step may end before its names are made (on the thread beside it): the
