@@ -16,7 +16,8 @@
 // allocation records) and the plan's names, shared. The node entries, output descriptions and
 // memory entries are made from them on the first read of dev_stats(), from any thread: a step
 // whose stats nobody reads (most of what a flight recorder keeps) writes ~150 bytes a node, not
-// the ~420 its node entries take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
+// the ~420 its node entries take. On new memory a step's cost follows its bytes (a VM's host
+// charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
