@@ -5,16 +5,13 @@
 #include <span>
 
 #include "stepscope/base/clock.h"
-#include "stepscope/base/huge_pages.h"
 #include "stepscope/base/thread_pool.h"
 #include "stepscope/runtime/internal/executor_plan.h"
 
 namespace stepscope {
 
-std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n, bool mapped) {
-  std::unique_ptr<NodeRecord[]> records(new NodeRecord[n]);  // default-initialized: not written
-  if (mapped) prefault_pages(records.get(), n * sizeof(NodeRecord));
-  return records;
+std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
+  return std::unique_ptr<NodeRecord[]>(new NodeRecord[n]);  // default-initialized: not written
 }
 
 StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
@@ -39,7 +36,7 @@ StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, Step
   if (!records_) {
     records_ = plan.take_prepared_records();
     if (!records_) {
-      records_ = make_records(plan.items.size(), false);
+      records_ = make_records(plan.items.size());
       new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
     }
   }

@@ -87,9 +87,10 @@ class StepStatsBuilder {
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
   // The records of a plan of n items (what a builder's first traced step makes, unless its plan
-  // has them made ahead), mapped where asked. Not initialized: a step writes the record of every
-  // node it runs, and reads no other.
-  static std::unique_ptr<NodeRecord[]> make_records(size_t n, bool mapped);
+  // has them made ahead), not mapped: its caller maps them (a thread beside the step, or the
+  // plan's preparation). Not initialized: a step writes the record of every node it runs, and
+  // reads no other.
+  static std::unique_ptr<NodeRecord[]> make_records(size_t n);
 
  private:
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)

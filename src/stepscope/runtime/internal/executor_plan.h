@@ -198,7 +198,7 @@ struct Executor::Plan {
   static inline void (*before_preparing_beside)(const std::atomic<bool>& stopped) = nullptr;
   void prepare_records() const {
     if (records_.load(std::memory_order_acquire)) return;
-    std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size(), false);
+    std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size());
     prefault_pages_until(made.get(), items.size() * sizeof(NodeRecord), &preparation_stopped);  // unmapped pages fault in
     delete[] records_.exchange(made.release(), std::memory_order_acq_rel);
   }
