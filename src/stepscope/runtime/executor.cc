@@ -409,14 +409,19 @@ bool core_left_idle(size_t items, int cores_used) {
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
-// finish): a recorded output a slot, a recorded node and two allocation records a node; and
-// what the first read of its node entries writes: a node entry a node and fed node, on its
-// device, an output description a slot and a memory entry a node.
+// finish): a recorded output a slot, a recorded node and two recorded allocation records a node;
+// and what the first read of its node entries writes: a node entry a node and fed node, on its
+// device, an output description a slot, a memory entry and two allocation records a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   const size_t n = plan.items.size();
   const auto slots = static_cast<size_t>(plan.num_slots);
-  StepStats::ArraySizes sizes{
-      .outputs = slots, .memory = n, .records = 2 * n, .node_stats = {}, .recorded = n, .recorded_outputs = slots};
+  StepStats::ArraySizes sizes{.outputs = slots,
+                              .memory = n,
+                              .records = 2 * n,
+                              .node_stats = {},
+                              .recorded = n,
+                              .recorded_outputs = slots,
+                              .recorded_allocations = 2 * n};
   sizes.node_stats.assign(plan.devices.size(), 0);
   for (const auto& item : plan.items) sizes.node_stats[static_cast<size_t>(item.device)]++;
   for (const auto& fed : plan.fed_nodes) sizes.node_stats[static_cast<size_t>(fed.device)]++;

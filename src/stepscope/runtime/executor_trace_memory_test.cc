@@ -98,6 +98,7 @@ TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
   }
   StepStats moved = std::move(md.step_stats);
   EXPECT_FALSE(moved.empty());
+  EXPECT_EQ(moved.num_kept_apart(), 0u);  // every time and record fits 32 bits
   const StepStats& read = moved;
   std::atomic<int> ready{0};
   const std::vector<DeviceStepStats>* seen[2] = {};
@@ -367,6 +368,7 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
     EXPECT_GE(made.outputs, nodes + 1u);           // their descriptions, when read
     EXPECT_GE(made.memory, nodes + 0u);
     EXPECT_GE(made.records, 2u * nodes);
+    EXPECT_GE(made.recorded_allocations, 2u * nodes);  // what the step writes of them
     ASSERT_EQ(made.node_stats.size(), 1u);
     EXPECT_GE(made.node_stats[0], nodes + 1u);
   }

@@ -201,11 +201,13 @@ StepStats& StepStats::operator=(const StepStats& other) {
   // A reader may be making other's node entries meanwhile (which changes its arrays).
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
-  records_ = other.records_;
   if (other.unbuilt_.load(std::memory_order_relaxed)) {
     recorded_outputs_ = other.recorded_outputs_;
     shapes_apart_ = other.shapes_apart_;
     recorded_ = other.recorded_;
+    recorded_allocations_ = other.recorded_allocations_;
+    records_apart_ = other.records_apart_;
+    times_apart_ = other.times_apart_;
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
@@ -215,6 +217,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
   dev_stats_ = other.dev_stats_;
   outputs_ = other.outputs_;
   memory_ = other.memory_;
+  records_ = other.records_;
   referenced_ = other.referenced_;
   alloc_ids_ = other.alloc_ids_;
   rebase_all(other);
@@ -229,7 +232,8 @@ size_t StepStats::held_bytes() const {
                  alloc_ids_.size() * sizeof(int64_t);
   if (unbuilt_.load(std::memory_order_relaxed))
     bytes += recorded_.size() * sizeof(RecordedNode) + recorded_outputs_.size() * sizeof(RecordedOutput) +
-             shapes_apart_.size() * sizeof(Shape);
+             shapes_apart_.size() * sizeof(Shape) + recorded_allocations_.size() * sizeof(RecordedAllocation) +
+             records_apart_.size() * sizeof(AllocationRecord) + times_apart_.size() * sizeof(NodeTimes);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.size() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -247,6 +251,7 @@ struct Spare {
   std::vector<AllocationRecord> records;
   std::vector<std::vector<NodeExecStats>> node_stats;
   StepStats::RecordedArray recorded;
+  StepStats::RecordedAllocationArray recorded_allocations;
   std::optional<StepStats::SpareFor> made_for;
 };
 constexpr size_t kSpareLimit = size_t{1} << 30;
@@ -264,14 +269,16 @@ StepStats::ArraySizes sizes_of(const Spare& s) {
                               .records = s.records.capacity(),
                               .node_stats = {},
                               .recorded = s.recorded.capacity(),
-                              .recorded_outputs = s.recorded_outputs.capacity()};
+                              .recorded_outputs = s.recorded_outputs.capacity(),
+                              .recorded_allocations = s.recorded_allocations.capacity()};
   for (const auto& nodes : s.node_stats) sizes.node_stats.push_back(nodes.capacity());
   return sizes;
 }
 // Whether arrays of sizes `have` hold a step of sizes `need`.
 bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records ||
-      have.recorded < need.recorded || have.recorded_outputs < need.recorded_outputs)
+      have.recorded < need.recorded || have.recorded_outputs < need.recorded_outputs ||
+      have.recorded_allocations < need.recorded_allocations)
     return false;
   for (size_t d = 0; d < need.node_stats.size(); ++d)
     if (need.node_stats[d] > (d < have.node_stats.size() ? have.node_stats[d] : 0)) return false;
@@ -293,6 +300,9 @@ StepStats::StepStats(StepStats&& other) noexcept
       caller_thread_(other.caller_thread_),
       recorded_outputs_(std::move(other.recorded_outputs_)),
       shapes_apart_(std::move(other.shapes_apart_)),
+      recorded_allocations_(std::move(other.recorded_allocations_)),
+      records_apart_(std::move(other.records_apart_)),
+      times_apart_(std::move(other.times_apart_)),
       outputs_(std::move(other.outputs_)),
       memory_(std::move(other.memory_)),
       records_(std::move(other.records_)),
@@ -312,6 +322,9 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     base_wall_ns = other.base_wall_ns;
     recorded_outputs_ = std::move(other.recorded_outputs_);
     shapes_apart_ = std::move(other.shapes_apart_);
+    recorded_allocations_ = std::move(other.recorded_allocations_);
+    records_apart_ = std::move(other.records_apart_);
+    times_apart_ = std::move(other.times_apart_);
     outputs_ = std::move(other.outputs_);
     memory_ = std::move(other.memory_);
     records_ = std::move(other.records_);
@@ -340,6 +353,7 @@ void StepStats::give_arrays_away() noexcept {
   std::swap(s.memory, memory_);
   std::swap(s.records, records_);
   std::swap(s.recorded, recorded_);
+  std::swap(s.recorded_allocations, recorded_allocations_);
   s.node_stats.clear();
   for (auto& dev : dev_stats_) {
     dev.node_stats.clear();
@@ -358,6 +372,8 @@ bool StepStats::take_spare_arrays() {
   if (memory_.capacity() < s.memory.capacity()) std::swap(memory_, s.memory);
   if (records_.capacity() < s.records.capacity()) std::swap(records_, s.records);
   if (recorded_.capacity() < s.recorded.capacity()) std::swap(recorded_, s.recorded);
+  if (recorded_allocations_.capacity() < s.recorded_allocations.capacity())
+    std::swap(recorded_allocations_, s.recorded_allocations);
   for (size_t d = 0; d < s.node_stats.size(); ++d) {
     if (d == dev_stats_.size()) dev_stats_.emplace_back();
     if (dev_stats_[d].node_stats.capacity() < s.node_stats[d].capacity())
@@ -370,7 +386,7 @@ bool StepStats::take_spare_arrays() {
 size_t StepStats::ArraySizes::bytes() const {
   size_t total = outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) +
                  records * sizeof(AllocationRecord) + recorded * sizeof(RecordedNode) +
-                 recorded_outputs * sizeof(RecordedOutput);
+                 recorded_outputs * sizeof(RecordedOutput) + recorded_allocations * sizeof(RecordedAllocation);
   for (size_t n : node_stats) total += n * sizeof(NodeExecStats);
   return total;
 }
@@ -381,7 +397,8 @@ StepStats::ArraySizes StepStats::reserved_sizes() const {
                    .records = records_.capacity(),
                    .node_stats = {},
                    .recorded = recorded_.capacity(),
-                   .recorded_outputs = recorded_outputs_.capacity()};
+                   .recorded_outputs = recorded_outputs_.capacity(),
+                   .recorded_allocations = recorded_allocations_.capacity()};
   for (const auto& dev : dev_stats_) sizes.node_stats.push_back(dev.node_stats.capacity());
   return sizes;
 }
@@ -399,6 +416,7 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   made.memory.reserve(sizes.memory);
   made.records.reserve(sizes.records);
   made.recorded.reserve(sizes.recorded);
+  made.recorded_allocations.reserve(sizes.recorded_allocations);
   for (size_t n : sizes.node_stats) made.node_stats.emplace_back().reserve(n);
   made.made_for = why;
   // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes and
@@ -410,7 +428,8 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   auto map = [&](const auto& array) {
     return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
-  if (!map(made.recorded_outputs) || !map(made.recorded) || !map(made.records)) return;
+  if (!map(made.recorded_outputs) || !map(made.recorded) || !map(made.recorded_allocations) || !map(made.records))
+    return;
   for (const auto& nodes : made.node_stats)
     if (!map(nodes)) return;
   if (!map(made.outputs) || !map(made.memory)) return;
@@ -427,6 +446,9 @@ void StepStats::clear() {
   base_ns = base_wall_ns = 0;
   recorded_outputs_.clear();
   shapes_apart_.clear();
+  recorded_allocations_.clear();
+  records_apart_.clear();
+  times_apart_.clear();
   outputs_.clear();
   memory_.clear();
   records_.clear();
@@ -446,8 +468,8 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   clear();
   dev_stats_ = std::move(kept);
   for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
-  // Their sizes too: resize_records initializes only what grows (outputs_for_step and
-  // recorded_for_step nothing: the step writes every item).
+  // Their sizes too: the first read's resize of the records initializes only what grows (the
+  // arrays a step writes, nothing: it writes every item).
   recorded_outputs_ = std::move(recorded_outputs);
   outputs_ = std::move(outputs);
   records_ = std::move(records);
@@ -517,15 +539,56 @@ std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, s
   return stored_outputs(first, n);
 }
 
-std::span<AllocationRecord> StepStats::resize_records(size_t n) {
-  records_.resize(n);
-  return records_;
+std::span<StepStats::RecordedAllocation> StepStats::allocations_for_step(size_t n) {
+  recorded_allocations_.resize(n);
+  return recorded_allocations_;
+}
+
+namespace {
+// Whether `ns` after `base` fits the 32 bits a step records it in.
+bool fits_after(int64_t ns, int64_t base) { return ns >= base && ns - base <= int64_t{UINT32_MAX}; }
+}  // namespace
+
+void StepStats::record_times(RecordedNode& node, const NodeTimes& times) {
+  if (fits_after(times.start_ns, base_ns) && fits_after(times.end_ns, times.start_ns) &&
+      fits_after(times.scheduled_ns, base_ns)) {
+    node.start = static_cast<uint32_t>(times.start_ns - base_ns);
+    node.duration = static_cast<uint32_t>(times.end_ns - times.start_ns);
+    node.scheduled = static_cast<uint32_t>(times.scheduled_ns - base_ns);
+    node.times_apart = 0;
+    return;
+  }
+  node.start = static_cast<uint32_t>(times_apart_.size());
+  node.times_apart = 1;
+  times_apart_.push_back(times);
+}
+
+StepStats::NodeTimes StepStats::times_of(const RecordedNode& node) const {
+  if (node.times_apart) return times_apart_[node.start];
+  const int64_t start = base_ns + node.start;
+  return {start, start + node.duration, base_ns + node.scheduled};
+}
+
+void StepStats::record_allocation(RecordedAllocation& out, const AllocationRecord& record) {
+  if (fits_after(record.alloc_ns, base_ns) && record.alloc_bytes > RecordedAllocation::kKeptApart &&
+      record.alloc_bytes <= INT32_MAX) {
+    out = {static_cast<uint32_t>(record.alloc_ns - base_ns), static_cast<int32_t>(record.alloc_bytes)};
+    return;
+  }
+  out = {static_cast<uint32_t>(records_apart_.size()), RecordedAllocation::kKeptApart};
+  records_apart_.push_back(record);
+}
+
+AllocationRecord StepStats::allocation_of(const RecordedAllocation& recorded) const {
+  if (recorded.bytes == RecordedAllocation::kKeptApart) return records_apart_[recorded.at];
+  return {base_ns + recorded.at, recorded.bytes};
 }
 
 size_t StepStats::reserved_bytes() const {
   size_t bytes = recorded_outputs_.capacity() * sizeof(RecordedOutput) + outputs_.capacity() * sizeof(NodeOutput) +
                  memory_.capacity() * sizeof(AllocatorMemoryUsed) + records_.capacity() * sizeof(AllocationRecord) +
-                 recorded_.capacity() * sizeof(RecordedNode);
+                 recorded_.capacity() * sizeof(RecordedNode) +
+                 recorded_allocations_.capacity() * sizeof(RecordedAllocation);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -538,7 +601,7 @@ std::vector<std::span<const std::byte>> StepStats::room() const {
   };
   add(recorded_outputs_);  // first: the step writes them from its start
   add(recorded_);
-  add(records_);
+  add(recorded_allocations_);
   return room;
 }
 
@@ -608,9 +671,10 @@ std::span<const AllocatorMemoryUsed> StepStats::store_memory(std::span<const All
   return out;
 }
 
-void StepStats::reserve_recorded(size_t n, size_t outputs) {
+void StepStats::reserve_recorded(size_t n, size_t outputs, size_t allocations) {
   if (recorded_.capacity() < n) recorded_.reserve(n);
   if (recorded_outputs_.capacity() < outputs) recorded_outputs_.reserve(outputs);
+  if (recorded_allocations_.capacity() < allocations) recorded_allocations_.reserve(allocations);
 }
 
 std::span<StepStats::RecordedNode> StepStats::recorded_for_step(size_t n) {
@@ -672,6 +736,12 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     outputs_.reserve(recorded_outputs_.size());
   }
   outputs_.resize(recorded_outputs_.size());
+  // The allocation records, in the start order of their nodes: node k's are those from its
+  // records_begin to node k + 1's.
+  const size_t num_records = recorded_allocations_.size();
+  records_.resize(num_records);
+  for (size_t i = 0; i < num_records; ++i) records_[i] = allocation_of(recorded_allocations_[i]);
+  auto records_end = [&](size_t k) { return k + 1 < recorded.size() ? recorded[k + 1].records_begin : num_records; };
   auto& devices = dev_stats_;
   devices.resize(names.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -688,7 +758,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   }
   // One memory entry per node with records (more only for nodes using several allocators).
   size_t num_groups = 0;
-  for (const RecordedNode& r : recorded) num_groups += r.records_end > r.records_begin;
+  for (size_t k = 0; k < recorded.size(); ++k) num_groups += records_end(k) > recorded[k].records_begin;
   reserve(0, num_groups, 0);
 
   for (const ItemNames& f : names.fed) {
@@ -714,7 +784,8 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const bool one_allocator = sources.empty();
   auto allocator_of = [&](size_t record) { return one_allocator ? nullptr : sources[record].allocator; };
   uintptr_t memory_end = 0;  // of the memory entries added last (for prefetching)
-  for (const RecordedNode& r : recorded) {
+  for (size_t k = 0; k < recorded.size(); ++k) {
+    const RecordedNode& r = recorded[k];
     // The arrays written here are too big to stay in cache: ask for the lines a few nodes ahead.
     const ItemNames& item = names.items[static_cast<size_t>(r.item)];
     const auto& ahead = devices[static_cast<size_t>(item.device)].node_stats;
@@ -736,7 +807,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     }
 
     std::span<const AllocatorMemoryUsed> node_memory;
-    const size_t begin = r.records_begin, end = r.records_end;
+    const size_t begin = r.records_begin, end = records_end(k);
     if (begin < end) {
       AllocationRecord* recs = records_.data();
       // Usually one allocator and in time order already (one thread's log); otherwise (frees
@@ -791,15 +862,16 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
       memory_end = reinterpret_cast<uintptr_t>(first_entry + runs);
     }
 
+    const NodeTimes times = times_of(r);
     devices[static_cast<size_t>(item.device)].node_stats.push_back({
         .node_name = item.name,
         .op_type = item.op_type,
         .node_id = item.node_id,
-        .scheduled_ns = r.scheduled_ns,
-        .all_start_ns = r.start_ns,
+        .scheduled_ns = times.scheduled_ns,
+        .all_start_ns = times.start_ns,
         .op_start_rel_ns = 0,
-        .op_end_rel_ns = r.end_ns - r.start_ns,
-        .all_end_rel_ns = r.end_ns - r.start_ns,
+        .op_end_rel_ns = times.end_ns - times.start_ns,
+        .all_end_rel_ns = times.end_ns - times.start_ns,
         .memory = node_memory,
         .output = node_outputs,
         .timeline_label = item.timeline_label,

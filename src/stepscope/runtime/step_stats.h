@@ -11,13 +11,13 @@
 //    referenced_tensor, memory_stats.persistent_tensor_alloc_ids) are std::span views into flat
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
-// A traced step writes less than that: what it recorded of each node (a RecordedNode, 56 bytes,
+// A traced step writes less than that: what it recorded of each node (a RecordedNode, 32 bytes,
 // its outputs, a RecordedOutput of 64 bytes each where a NodeOutput takes 144, and its
-// allocation records) and the plan's names, shared. The node entries, output descriptions and
-// memory entries are made from them on the first read of dev_stats(), from any thread: a step
-// whose stats nobody reads (most of what a flight recorder keeps) writes ~150 bytes a node, not
-// the ~420 its node entries take. On new memory a step's cost follows its bytes (a VM's host
-// charges 2-13 µs a 4 KiB page).
+// allocation records, 8 bytes each where an AllocationRecord takes 16) and the plan's names,
+// shared. The node entries, output descriptions, memory entries and allocation records are made
+// from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
+// (most of what a flight recorder keeps) writes ~110 bytes a node, not the ~450 its node entries
+// take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
@@ -185,7 +185,7 @@ class StepStats {
   // Elements in the flat arrays (what copies of this StepStats copy).
   size_t num_stored_outputs() const { return outputs_.size(); }
   size_t num_recorded_outputs() const { return recorded_outputs_.size(); }
-  size_t num_stored_records() const { return records_.size(); }
+  size_t num_stored_records() const { return std::max(records_.size(), recorded_allocations_.size()); }
 
   // What a traced step writes of an output while it runs (the executor's describe_output): 64
   // bytes, where the NodeOutput the first read makes of it takes 144 (most of that the shape's
@@ -247,10 +247,7 @@ class StepStats {
   static const std::string_view* allocator_name_ref(std::string_view name);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
-  // The allocation records resized to `n`, to fill in place; only while no memory entry holds
-  // a view of them (items kept are not reset).
-  std::span<AllocationRecord> resize_records(size_t n);
-  // The room reserved beyond what the output descriptions, the recorded nodes and the
+  // The room reserved beyond what the recorded outputs, the recorded nodes and the recorded
   // allocation records hold, in that order: what a step writes from its start, and at its end,
   // for an idle thread to fault in before (prefault_pages).
   std::vector<std::span<const std::byte>> room() const;
@@ -259,15 +256,42 @@ class StepStats {
   size_t reserved_bytes() const;
 
   // What a traced step recorded of a node that ran (StepStatsBuilder::finish), in start order:
-  // what dev_stats() makes its node entry of.
+  // what dev_stats() makes its node entry of. 32 bytes: its times are kept in 32 bits, as
+  // nanoseconds after the step's base_ns (record_times; a node that starts or ends 4.29 s or
+  // more after it has its times kept apart), and its allocation records are those from its
+  // records_begin to the next node's (the last node's: to the end).
   struct RecordedNode {
-    int64_t start_ns, end_ns, scheduled_ns;
-    int64_t bytes_in_use_at_end;  // of the kernel's allocator
-    uint32_t thread_id;
-    int32_t item;                         // in the plan's names
-    uint32_t records_begin, records_end;  // its allocation records, in the stored ones
-    bool missing_outputs;                 // the kernel failed: its outputs not produced are left out
+    uint32_t start;      // ns after base_ns; where times_apart: the times' index in times_apart_
+    uint32_t duration;   // ns
+    uint32_t scheduled;  // ns after base_ns
+    uint32_t item : 31;  // in the plan's names
+    uint32_t missing_outputs : 1;  // the kernel failed: its outputs not produced are left out
+    int64_t bytes_in_use_at_end;   // of the kernel's allocator
+    uint32_t thread_id : 31;
+    uint32_t times_apart : 1;
+    uint32_t records_begin;  // in the recorded allocation records
   };
+  static_assert(sizeof(RecordedNode) == 32);
+  // A node's times in nanoseconds (now_ns's clock).
+  struct NodeTimes {
+    int64_t start_ns, end_ns, scheduled_ns;
+  };
+  // Writes them into `node`, after base_ns is set (from the step's end: not thread-safe).
+  void record_times(RecordedNode& node, const NodeTimes& times);
+  NodeTimes times_of(const RecordedNode& node) const;
+  // What a traced step recorded of an allocation or a free: 8 bytes, where the AllocationRecord
+  // the first read makes of it takes 16. One that is not within 4.29 s after base_ns, or of 2 GiB
+  // or more, is kept apart whole.
+  struct RecordedAllocation {
+    uint32_t at;    // ns after base_ns; where bytes is kKeptApart: the record's index in records_apart_
+    int32_t bytes;  // negative: a free
+    static constexpr int32_t kKeptApart = INT32_MIN;
+  };
+  // From the step's end, after base_ns is set: not thread-safe.
+  void record_allocation(RecordedAllocation& out, const AllocationRecord& record);
+  AllocationRecord allocation_of(const RecordedAllocation& recorded) const;
+  // How many times and records did not fit 32 bits (for tests: a real step's all do).
+  size_t num_kept_apart() const { return times_apart_.size() + records_apart_.size(); }
   // What a plan's traced steps need of each node, names interned (Executor::Plan::names), shared
   // by the StepStats that hold its steps until their node entries are made.
   struct ItemNames {
@@ -302,11 +326,14 @@ class StepStats {
   using OutputArray = std::vector<NodeOutput, UninitializedAllocator<NodeOutput>>;
   using RecordedOutputArray = std::vector<RecordedOutput, UninitializedAllocator<RecordedOutput>>;
   using RecordedArray = std::vector<RecordedNode, UninitializedAllocator<RecordedNode>>;
+  using RecordedAllocationArray = std::vector<RecordedAllocation, UninitializedAllocator<RecordedAllocation>>;
 
-  // Room for n recorded nodes (what a step's end writes) and for `outputs` recorded outputs
-  // (outputs_for_step), then the step's nodes, to fill in (not initialized).
-  void reserve_recorded(size_t n, size_t outputs = 0);
+  // Room for n recorded nodes and `allocations` recorded allocation records (what a step's end
+  // writes) and for `outputs` recorded outputs (outputs_for_step), then the step's nodes and
+  // allocation records, to fill in (not initialized).
+  void reserve_recorded(size_t n, size_t outputs = 0, size_t allocations = 0);
   std::span<RecordedNode> recorded_for_step(size_t n);
+  std::span<RecordedAllocation> allocations_for_step(size_t n);
   // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
   // here where `sources` (one a stored allocation record) are given. Fed nodes come first, on
   // `caller_thread`, with no duration.
@@ -317,7 +344,7 @@ class StepStats {
   struct ArraySizes {
     size_t outputs = 0, memory = 0, records = 0;
     std::vector<size_t> node_stats;  // per device
-    size_t recorded = 0, recorded_outputs = 0;
+    size_t recorded = 0, recorded_outputs = 0, recorded_allocations = 0;
     size_t bytes() const;
   };
   ArraySizes reserved_sizes() const;
@@ -355,6 +382,9 @@ class StepStats {
   uint32_t caller_thread_ = 0;
   mutable RecordedOutputArray recorded_outputs_;  // what a step wrote of its outputs (until read)
   std::vector<Shape> shapes_apart_;               // their shapes that do not fit inline
+  mutable RecordedAllocationArray recorded_allocations_;  // in start order of their nodes (until read)
+  std::vector<AllocationRecord> records_apart_;           // those that do not fit 8 bytes
+  std::vector<NodeTimes> times_apart_;                    // the recorded nodes' that do not fit 32 bits
   mutable OutputArray outputs_;
   mutable std::vector<AllocatorMemoryUsed> memory_;
   mutable std::vector<AllocationRecord> records_;

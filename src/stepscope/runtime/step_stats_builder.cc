@@ -24,8 +24,7 @@ StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, Step
   const size_t n = plan.items.size();
   const size_t num_slots = static_cast<size_t>(plan.num_slots);
   const size_t reserved = stats.reserved_bytes();
-  stats.reserve_recorded(n, num_slots);
-  stats.reserve(0, 0, 2 * n - std::min(2 * n, stats.num_stored_records()));
+  stats.reserve_recorded(n, num_slots, 2 * n);
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};
@@ -71,45 +70,61 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
     order = order_;
   }
 
-  // 2. The step's allocation records grouped per node (a counting sort), written in place: node
-  // p's are the StepStats' records [cursor[p - 1], cursor[p]). The threads' logs are stamped in ticks, the
-  // other log (frees from elsewhere) in nanoseconds. Usually every event is the kernel
+  // 2. The step's allocation records grouped per node in start order (a counting sort), written
+  // in place: the node at position k has the records [cursor[k - 1], cursor[k]). Events of
+  // nodes that did not run (none usually) are left out. The threads' logs are stamped in ticks,
+  // the other log (frees from elsewhere) in nanoseconds. Usually every event is the kernel
   // allocator's; otherwise sources[] has each record's allocator, its name and figure, taken now
   // while the allocators are sure to be there.
+  const size_t num_ran = order.size();
+  // position_[p]: where node p is in `order`, if it ran (checked against order: the entries of
+  // nodes that did not run are left from earlier steps).
+  auto& position = position_;
+  if (position.size() < static_cast<size_t>(n)) position.resize(static_cast<size_t>(n));
+  for (size_t k = 0; k < num_ran; ++k) position[static_cast<size_t>(order[k])] = static_cast<int32_t>(k);
+  auto position_of = [&](int32_t node) -> int32_t {
+    if (static_cast<uint32_t>(node) >= static_cast<uint32_t>(n)) return -1;
+    const int32_t k = position[static_cast<size_t>(node)];
+    return static_cast<size_t>(k) < num_ran && order[static_cast<size_t>(k)] == node ? k : -1;
+  };
   auto& cursor = cursor_;
-  cursor.assign(static_cast<size_t>(n) + 1, 0);
+  cursor.assign(num_ran + 1, 0);
   const AllocationRecorder::ThreadLog& other = recorder.other_log();
   const Allocator* kernel_allocator = cpu_allocator();
   bool one_allocator = true;
   auto count = [&](const AllocationRecorder::ThreadLog& log) {
     for (const AllocationEvent& e : log.events) {
-      if (static_cast<uint32_t>(e.node) >= static_cast<uint32_t>(n)) continue;
-      cursor[e.node + 1]++;
+      const int32_t k = position_of(e.node);
+      if (k < 0) continue;
+      cursor[static_cast<size_t>(k) + 1]++;
       one_allocator &= e.allocator == kernel_allocator;
     }
   };
   for (const auto* log : logs) count(*log);
   count(other);
-  for (int p = 0; p < n; ++p) cursor[p + 1] += cursor[p];
-  const size_t num_events = static_cast<size_t>(cursor[n]);
-  const std::span<AllocationRecord> allocation_records = stats.resize_records(num_events);
+  for (size_t k = 0; k < num_ran; ++k) cursor[k + 1] += cursor[k];
+  const size_t num_events = static_cast<size_t>(cursor[num_ran]);
+  const std::span<StepStats::RecordedAllocation> allocation_records = stats.allocations_for_step(num_events);
   auto& sources = sources_;
   sources.resize(one_allocator ? 0 : num_events);
   const Allocator* named = nullptr;  // the allocator whose name is in `name`
   std::string_view name;
   auto place = [&](const AllocationRecorder::ThreadLog& log, bool ticks) {
     for (const AllocationEvent& e : log.events) {
-      if (static_cast<uint32_t>(e.node) >= static_cast<uint32_t>(n)) continue;
-      const int32_t at = cursor[e.node]++;
-      allocation_records[at] = {ticks ? clock.ns(e.time_ns) : e.time_ns, e.bytes};
+      const int32_t k = position_of(e.node);
+      if (k < 0) continue;
+      const int32_t at = cursor[static_cast<size_t>(k)]++;
+      stats.record_allocation(allocation_records[static_cast<size_t>(at)],
+                              {ticks ? clock.ns(e.time_ns) : e.time_ns, e.bytes});
       if (one_allocator) continue;
       if (e.allocator != named) {
         named = e.allocator;
         name = StepStats::intern(e.allocator->name());
       }
       // The kernel's allocator was read when the node finished; another one at its event.
-      sources[at] = {e.allocator, name,
-                     e.allocator == kernel_allocator ? records[e.node].bytes_in_use_at_end : e.allocator_bytes_in_use};
+      sources[static_cast<size_t>(at)] = {
+          e.allocator, name,
+          e.allocator == kernel_allocator ? records[e.node].bytes_in_use_at_end : e.allocator_bytes_in_use};
     }
   };
   for (const auto* log : logs) place(*log, true);
@@ -118,21 +133,17 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   // 3. The nodes as recorded, in start order, times in nanoseconds: the StepStats makes their
   // node entries when they are first read, with the plan's names (which a thread beside a plan's
   // first traced step may still be making: the first read waits for them).
-  const std::span<StepStats::RecordedNode> recorded = stats.recorded_for_step(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
+  const std::span<StepStats::RecordedNode> recorded = stats.recorded_for_step(num_ran);
+  for (size_t k = 0; k < num_ran; ++k) {
     const int32_t p = order[k];
     const NodeRecord& r = records[p];
-    recorded[k] = {
-        .start_ns = clock.ns(r.start),
-        .end_ns = clock.ns(r.end),
-        .scheduled_ns = clock.ns(r.scheduled),
-        .bytes_in_use_at_end = r.bytes_in_use_at_end,
-        .thread_id = r.thread_id,
-        .item = p,
-        .records_begin = p == 0 ? 0u : static_cast<uint32_t>(cursor[p - 1]),
-        .records_end = static_cast<uint32_t>(cursor[p]),
-        .missing_outputs = r.missing_outputs != 0,
-    };
+    StepStats::RecordedNode& node = recorded[k];
+    node.item = static_cast<uint32_t>(p);
+    node.missing_outputs = r.missing_outputs != 0;
+    node.bytes_in_use_at_end = r.bytes_in_use_at_end;
+    node.thread_id = r.thread_id;
+    node.records_begin = k == 0 ? 0u : static_cast<uint32_t>(cursor[k - 1]);
+    stats.record_times(node, {clock.ns(r.start), clock.ns(r.end), clock.ns(r.scheduled)});
   }
   // Where the records came from several allocators, the node entries are made at once.
   static const std::string_view kernel_allocator_name = StepStats::intern(kernel_allocator->name());

@@ -94,7 +94,7 @@ class StepStatsBuilder {
 
  private:
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
-  std::vector<int32_t> order_, cursor_;          // scratch of finish()
+  std::vector<int32_t> order_, cursor_, position_;  // scratch of finish()
   std::vector<StepStats::RecordSource> sources_;  // each allocation record's allocator, when needed
 };
 

@@ -16,6 +16,19 @@
 namespace stepscope {
 namespace {
 
+// Writes a recorded node as StepStatsBuilder::finish does: its times (start, end, scheduled), plan
+// index, the allocator's bytes in use at its end, thread, the first of its allocation records
+// (the next node's first ends them) and whether it has outputs missing.
+void record_node(StepStats& st, StepStats::RecordedNode& node, const StepStats::NodeTimes& times, uint32_t item,
+                 int64_t bytes_in_use_at_end, uint32_t thread_id, uint32_t records_begin, bool missing = false) {
+  node.item = item;
+  node.missing_outputs = missing;
+  node.bytes_in_use_at_end = bytes_in_use_at_end;
+  node.thread_id = thread_id;
+  node.records_begin = records_begin;
+  st.record_times(node, times);
+}
+
 TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   StepStats st;
   st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
@@ -157,17 +170,19 @@ TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
-  st.reserve_recorded(10, 7);
+  st.reserve_recorded(10, 7, 8);
   st.recorded_for_step(4);
-  st.reserve(7, 5, 8);  // output descriptions and memory entries: not room (the first read writes them)
+  // Output descriptions, memory entries and their allocation records: not room (the first read
+  // writes them).
+  st.reserve(7, 5, 8);
   const auto written = st.outputs_for_step(3);
-  st.resize_records(2);
+  st.allocations_for_step(2);
   const auto room = st.room();
-  ASSERT_EQ(room.size(), 3u);  // recorded outputs, recorded nodes, allocation records
+  ASSERT_EQ(room.size(), 3u);  // recorded outputs, recorded nodes, recorded allocation records
   EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(written.data() + 3));
   EXPECT_EQ(room[0].size(), 4 * sizeof(StepStats::RecordedOutput));
   EXPECT_EQ(room[1].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
-  EXPECT_GE(room[2].size(), 6 * sizeof(AllocationRecord));
+  EXPECT_EQ(room[2].size(), (8 - 2) * sizeof(StepStats::RecordedAllocation));
   // Written up to capacity: no room left.
   st.recorded_for_step(10);
   EXPECT_TRUE(st.room()[1].empty());
@@ -194,23 +209,58 @@ TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
   EXPECT_EQ(st.reserved_bytes(), reserved + 10 * sizeof(NodeExecStats));
 }
 
-TEST(StepStats, ResizeRecordsToFillInPlace) {
+TEST(StepStats, MemoryOfRecordsStoredAlreadyViewsThem) {
   StepStats st;
-  st.reserve(1, 0, 0);  // memory of its own: it takes no spare arrays (another test's)
-  std::span<AllocationRecord> records = st.resize_records(3);
-  ASSERT_EQ(records.size(), 3u);
-  records[1] = {.alloc_ns = 10, .alloc_bytes = -4};
+  const AllocationRecord records[] = {{5, 4}, {10, -4}, {12, 8}};
+  const std::span<const AllocationRecord> stored = st.store_records(records);
   AllocatorMemoryUsed m;
-  m.allocation_records = std::span<const AllocationRecord>(records).subspan(1, 1);
-  const std::span<const AllocatorMemoryUsed> stored = st.store_memory(std::span(&m, 1));
+  m.allocation_records = stored.subspan(1, 1);
+  const std::span<const AllocatorMemoryUsed> memory = st.store_memory(std::span(&m, 1));
   // Already in this StepStats' records: viewed, not copied.
   EXPECT_EQ(st.num_stored_records(), 3u);
-  EXPECT_EQ(stored[0].allocation_records[0].alloc_bytes, -4);
-  // A reused StepStats keeps the records' size (what is kept is not reset; resizing to the next
-  // step's size initializes only what grows).
-  st.reuse_for_step();
-  EXPECT_EQ(st.num_stored_records(), 3u);
-  EXPECT_EQ(st.resize_records(5).size(), 5u);
+  EXPECT_EQ(memory[0].allocation_records.data(), st.store_memory(memory)[0].allocation_records.data());
+  EXPECT_EQ(memory[0].allocation_records[0].alloc_bytes, -4);
+}
+
+// A step records a node's times in 32 bits after its base, and an allocation record in 8
+// bytes: what does not fit (a node that ends 4.29 s or more after the step started, or a
+// scheduled time before it; an allocation of 2 GiB or more) is kept apart, and reads back the
+// same, in the StepStats and in a copy of it.
+TEST(StepStats, TimesAndRecordsThatDoNotFitAreKeptApart) {
+  StepStats st;
+  st.base_ns = 1'000'000'000'000;
+  const int64_t base = st.base_ns;
+  const std::vector<StepStats::NodeTimes> times = {
+      {base + 5, base + 15, base + 2},
+      {base + 5, base + 5'000'000'000, base},         // ends 5 s later
+      {base + 4'294'967'295, base + 4'294'967'295 + 1, base},  // starts at the last ns that fits...
+      {base + 10, base + 20, base - 1},                        // scheduled before the step started
+  };
+  std::vector<StepStats::RecordedNode> nodes(times.size());
+  for (size_t i = 0; i < times.size(); ++i) st.record_times(nodes[i], times[i]);
+  EXPECT_EQ(nodes[0].times_apart, 0u);
+  EXPECT_EQ(nodes[1].times_apart, 1u);
+  EXPECT_EQ(nodes[2].times_apart, 0u);  // ...and lasts 1 ns
+  EXPECT_EQ(nodes[3].times_apart, 1u);
+  const std::vector<AllocationRecord> records = {
+      {base + 7, 64}, {base + 8, -64}, {base + 9, int64_t{3} << 31}, {base + 9, -(int64_t{1} << 31)},
+      {base + 9, INT32_MAX}, {base + 9, -INT32_MAX}, {base + 6'000'000'000, 8}};
+  std::vector<StepStats::RecordedAllocation> recorded(records.size());
+  for (size_t i = 0; i < records.size(); ++i) st.record_allocation(recorded[i], records[i]);
+  EXPECT_EQ(st.num_kept_apart(), 2u + 3u);  // times of nodes 1 and 3; 2^32 and -2^31 bytes, 6 s
+  const StepStats copy = st;
+  for (size_t i = 0; i < times.size(); ++i) {
+    const StepStats::NodeTimes back = st.times_of(nodes[i]);
+    EXPECT_EQ(back.start_ns, times[i].start_ns) << i;
+    EXPECT_EQ(back.end_ns, times[i].end_ns) << i;
+    EXPECT_EQ(back.scheduled_ns, times[i].scheduled_ns) << i;
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(st.allocation_of(recorded[i]).alloc_ns, records[i].alloc_ns) << i;
+    EXPECT_EQ(st.allocation_of(recorded[i]).alloc_bytes, records[i].alloc_bytes) << i;
+  }
+  EXPECT_EQ(recorded[2].bytes, StepStats::RecordedAllocation::kKeptApart);
+  EXPECT_EQ(recorded[4].bytes, INT32_MAX);
 }
 
 // What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
@@ -234,25 +284,24 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
                      .dims = {}};
     st.record_shape(outputs[slot], Shape{slot + 1});
   }
-  const std::span<AllocationRecord> records = st.resize_records(3);
-  records[0] = {30, -8};  // a's output, freed after b ran, listed first
-  records[1] = {10, 8};
-  records[2] = {20, 4};
+  st.base_ns = 1;
+  st.reserve_recorded(2, 0, 3);
+  const std::span<StepStats::RecordedAllocation> records = st.allocations_for_step(3);
+  st.record_allocation(records[0], {30, -8});  // a's output, freed after b ran, listed first
+  st.record_allocation(records[1], {10, 8});
+  st.record_allocation(records[2], {20, 4});
   auto names = std::make_shared<StepStats::PlanNames>();
   names->items = {{"a", "Op", "a = Op(x)", 1, 1, 1, 0}, {"b", "Op", "b = Op(a)", 2, 2, 1, 0}};
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 0, 0, 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
-  st.base_ns = 1;
-  st.reserve_recorded(2);
   const std::span<StepStats::RecordedNode> recorded = st.recorded_for_step(2);
-  // Start, end, scheduled, the allocator's bytes in use at its end, thread, plan index, its
-  // allocation records [begin, end), missing outputs.
-  recorded[0] = {5, 15, 2, 8, 7, 0, 0, 2, false};
-  recorded[1] = {16, 20, 15, 12, 7, 1, 2, 3, false};
+  record_node(st, recorded[0], {5, 15, 2}, 0, 8, 7, 0);
+  record_node(st, recorded[1], {16, 20, 15}, 1, 12, 7, 2);
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
-  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 3 * sizeof(AllocationRecord) +
+  EXPECT_EQ(st.num_kept_apart(), 0u);
+  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 3 * sizeof(StepStats::RecordedAllocation) +
                                 2 * sizeof(StepStats::RecordedNode));
 
   const StepStats& read = st;
@@ -324,7 +373,8 @@ TEST(StepStats, RecordedOutputsKeepEveryShapeAndLeaveOutTheMissing) {
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
   st.reserve_recorded(1);
-  st.recorded_for_step(1)[0] = {5, 15, 2, 0, 7, 0, 0, 0, true};
+  StepStats::RecordedNode& node = st.recorded_for_step(1)[0];
+  record_node(st, node, {5, 15, 2}, 0, 0, 7, 0, true);
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   const StepStats copy = st;
   for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy}) {
@@ -349,9 +399,10 @@ TEST(StepStats, TheFirstReadWaitsForThePlansNames) {
     st.reuse_for_step();
     st.reserve(1, 0, 0);
     st.outputs_for_step(1)[0] = {};
-    st.resize_records(0);
+    st.allocations_for_step(0);
     st.reserve_recorded(1);
-    st.recorded_for_step(1)[0] = {5, 15, 2, 0, 7, 0, 0, 0, false};
+    StepStats::RecordedNode& node = st.recorded_for_step(1)[0];
+    record_node(st, node, {5, 15, 2}, 0, 0, 7, 0);
     st.set_recorded(names, StepStats::intern("cpu"), 3);
   };
   StepStats failed;
