@@ -60,6 +60,7 @@ struct Executor::RunState {
   NodeRecord* records = nullptr;
   StepStats* step_stats = nullptr;                          // being filled
   StepStats::RecordedOutput* output_descriptions = nullptr;  // per slot, in step_stats
+  const StepStats::InternedShape** last_shapes = nullptr;    // per slot (describe_output)
   AllocationRecorder* recorder = nullptr;
   // Step timing (RunOptions::collect_step_timing, or a traced run with a RunMetadata): threads
   // running nodes, and the gaps when none is.
@@ -102,7 +103,7 @@ Executor::Executor(Graph& graph, ResourceStore& resources, DeviceSet* devices, s
       resources_(resources),
       own_devices_(std::move(own_devices)),
       devices_(devices ? *devices : *own_devices_),
-      cpu_allocator_name_(StepStats::allocator_name_ref(cpu_allocator()->name())) {
+      cpu_allocator_index_(StepStats::allocator_index(cpu_allocator()->name())) {
   if (threads < 0 || intra_op_threads < 0)
     throw InvalidArgumentError("SessionOptions: inter_op_threads (" + std::to_string(threads) +
                                ") and intra_op_threads (" + std::to_string(intra_op_threads) +
@@ -183,11 +184,9 @@ inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
     held->release();
 }
 
-// What a traced step records of a fed tensor, as output `slot` of its node: what run_node
-// records of the outputs a kernel made. Cold: see place_feeds.
-[[gnu::cold]] void describe_fed_tensor(const Tensor& t, int slot, const std::string_view* kernel_allocator_name,
-                                       StepStats& stats, StepStats::RecordedOutput& description) {
-  describe_output(t, slot, cpu_allocator(), kernel_allocator_name, stats, description);
+// What a traced step records of a fed tensor, as output `slot` of its node. Cold: see place_feeds.
+[[gnu::cold]] void describe_fed(const Tensor& t, int slot, StepStats& stats, StepStats::RecordedOutput& description) {
+  describe_fed_tensor(t, slot, stats, description);
 }
 
 // Puts a node's packed outputs (Plan::placements) into their packs, made by the first producer
@@ -287,9 +286,11 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
     rec->log->nodes.push_back(index);
     r.missing_outputs = 0;
     StepStats::RecordedOutput* descriptions = s->output_descriptions + item.output_base;
+    const StepStats::InternedShape** last_shapes = s->last_shapes + item.output_base;
     for (int i = 0; i < item.num_outputs; ++i) {
       if (outputs[i].initialized()) {
-        describe_output(outputs[i], i, allocator, cpu_allocator_name_, *s->step_stats, descriptions[i]);
+        describe_output(outputs[i], i, allocator, cpu_allocator_index_, last_shapes[i], *s->step_stats,
+                        descriptions[i]);
       } else {
         mark_missing(descriptions[i]);
         r.missing_outputs++;
@@ -645,10 +646,10 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.records = slots.records;
     s.step_stats = stats;
     s.output_descriptions = slots.outputs;
+    s.last_shapes = slots.last_shapes;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
     for (size_t i = 0; i < feeds.size(); ++i)
-      describe_fed_tensor(feeds[i].second, feeds[i].first.index, cpu_allocator_name_, *stats,
-                          s.output_descriptions[plan->feed_slots[i]]);
+      describe_fed(feeds[i].second, feeds[i].first.index, *stats, s.output_descriptions[plan->feed_slots[i]]);
   }
 
   // Device tracers (a GPU's CUPTI records) for hardware and full traces.

@@ -94,7 +94,7 @@ class Executor {
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Plan>, KeyHash> cache_;
   std::atomic<int64_t> next_step_id_{1};
   std::atomic<bool> expect_traced_steps_{false};
-  const std::string_view* cpu_allocator_name_;  // interned (StepStats::allocator_name_ref)
+  uint16_t cpu_allocator_index_;  // StepStats::allocator_index
   // The spare StepStats arrays an idle core makes for the next of the steps traced into a new
   // RunMetadata each, kept (StepStats::prepare_spare): one thread, making one for the latest
   // such step's sizes while one is wanted, where the last set took no longer to make than the

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "stepscope/base/huge_pages.h"
@@ -203,7 +204,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
   if (other.unbuilt_.load(std::memory_order_relaxed)) {
     recorded_outputs_ = other.recorded_outputs_;
-    shapes_apart_ = other.shapes_apart_;
+    outputs_apart_ = other.outputs_apart_;
     recorded_ = other.recorded_;
     recorded_allocations_ = other.recorded_allocations_;
     records_apart_ = other.records_apart_;
@@ -232,7 +233,7 @@ size_t StepStats::held_bytes() const {
                  alloc_ids_.size() * sizeof(int64_t);
   if (unbuilt_.load(std::memory_order_relaxed))
     bytes += recorded_.size() * sizeof(RecordedNode) + recorded_outputs_.size() * sizeof(RecordedOutput) +
-             shapes_apart_.size() * sizeof(Shape) + recorded_allocations_.size() * sizeof(RecordedAllocation) +
+             outputs_apart_.size() * sizeof(OutputApart) + recorded_allocations_.size() * sizeof(RecordedAllocation) +
              records_apart_.size() * sizeof(AllocationRecord) + times_apart_.size() * sizeof(NodeTimes);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.size() * sizeof(NodeExecStats);
   return bytes;
@@ -299,7 +300,7 @@ StepStats::StepStats(StepStats&& other) noexcept
       kernel_allocator_name_(other.kernel_allocator_name_),
       caller_thread_(other.caller_thread_),
       recorded_outputs_(std::move(other.recorded_outputs_)),
-      shapes_apart_(std::move(other.shapes_apart_)),
+      outputs_apart_(std::move(other.outputs_apart_)),
       recorded_allocations_(std::move(other.recorded_allocations_)),
       records_apart_(std::move(other.records_apart_)),
       times_apart_(std::move(other.times_apart_)),
@@ -321,7 +322,7 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     base_ns = other.base_ns;
     base_wall_ns = other.base_wall_ns;
     recorded_outputs_ = std::move(other.recorded_outputs_);
-    shapes_apart_ = std::move(other.shapes_apart_);
+    outputs_apart_ = std::move(other.outputs_apart_);
     recorded_allocations_ = std::move(other.recorded_allocations_);
     records_apart_ = std::move(other.records_apart_);
     times_apart_ = std::move(other.times_apart_);
@@ -445,7 +446,7 @@ void StepStats::clear() {
   names_.reset();
   base_ns = base_wall_ns = 0;
   recorded_outputs_.clear();
-  shapes_apart_.clear();
+  outputs_apart_.clear();
   recorded_allocations_.clear();
   records_apart_.clear();
   times_apart_.clear();
@@ -488,53 +489,131 @@ std::span<StepStats::RecordedOutput> StepStats::outputs_for_step(size_t num_outp
   return outputs;
 }
 
-const std::string_view* StepStats::allocator_name_ref(std::string_view name) {
-  static std::mutex mutex;
-  // Never destroyed (steps may be read during static destruction); a deque's items never move.
-  static auto* names = new std::deque<std::string_view>();
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const std::string_view& n : *names)  // a handful: one an allocator
-    if (n == name) return &n;
-  return &names->emplace_back(intern(name));
+namespace {
+
+// The process's interned shapes, in chunks that never move or go (steps may be read during
+// static destruction): a reader finds a shape by its index without a lock.
+constexpr uint32_t kShapesAChunk = 1024;
+constexpr uint32_t kShapeChunks = 256;
+struct ShapeTable {
+  std::mutex mutex;
+  std::unordered_map<std::string, const StepStats::InternedShape*> by_dims;
+  std::atomic<StepStats::InternedShape*> chunks[kShapeChunks] = {};
+  uint32_t size = 0;
+};
+ShapeTable& shape_table() {
+  static auto* table = new ShapeTable();
+  return *table;
 }
 
-namespace {
-std::mutex shapes_apart_mutex;  // rare: a shape of rank 5+, or with a dimension past 2^31
+// The allocators' names, by index from 1 (a handful: one an allocator).
+constexpr size_t kAllocatorNames = 4096;
+struct AllocatorNames {
+  std::mutex mutex;
+  std::string_view names[kAllocatorNames];
+  uint16_t size = 1;
+};
+AllocatorNames& allocator_names() {
+  static auto* names = new AllocatorNames();
+  return *names;
+}
+
+std::mutex outputs_apart_mutex;  // rare: sizes of 4 GiB or more, or fed tensors (a few a step)
+
 }  // namespace
 
-void StepStats::keep_shape_apart(RecordedOutput& out, const Shape& shape) {
-  std::lock_guard<std::mutex> lock(shapes_apart_mutex);
-  out.rank = RecordedOutput::kShapeKeptApart;
-  out.dims[0] = static_cast<int32_t>(shapes_apart_.size());
-  shapes_apart_.push_back(shape);
+const StepStats::InternedShape* StepStats::intern_shape(const Shape& shape) {
+  ShapeTable& table = shape_table();
+  const auto dims = std::as_bytes(shape.dims());
+  std::string key(reinterpret_cast<const char*>(dims.data()), dims.size());
+  key.push_back(static_cast<char>(shape.rank()));  // an unknown rank has no dims either
+  std::lock_guard<std::mutex> lock(table.mutex);
+  if (const auto it = table.by_dims.find(key); it != table.by_dims.end()) return it->second;
+  if (table.size == kShapesAChunk * kShapeChunks) return nullptr;
+  const uint32_t index = table.size;
+  std::atomic<InternedShape*>& chunk = table.chunks[index / kShapesAChunk];
+  if (!chunk.load(std::memory_order_relaxed)) chunk.store(new InternedShape[kShapesAChunk], std::memory_order_release);
+  InternedShape& interned = chunk.load(std::memory_order_relaxed)[index % kShapesAChunk];
+  interned = {shape, index};
+  table.by_dims.emplace(std::move(key), &interned);
+  ++table.size;
+  return &interned;
+}
+
+const Shape& StepStats::interned_shape(uint32_t index) {
+  return shape_table().chunks[index / kShapesAChunk].load(std::memory_order_acquire)[index % kShapesAChunk].shape;
+}
+
+uint16_t StepStats::allocator_index(std::string_view name) {
+  AllocatorNames& table = allocator_names();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  for (uint16_t i = 1; i < table.size; ++i)
+    if (table.names[i] == name) return i;
+  if (table.size == kAllocatorNames) return 0;
+  table.names[table.size] = intern(name);
+  return table.size++;
+}
+
+std::string_view StepStats::allocator_name(uint16_t index) { return allocator_names().names[index]; }
+
+void StepStats::keep_output_apart(RecordedOutput& out, int32_t slot, int64_t requested_bytes,
+                                  int64_t allocated_bytes, const Shape& shape, std::string_view allocator) {
+  std::lock_guard<std::mutex> lock(outputs_apart_mutex);
+  out.kept_apart = 1;
+  out.allocator = 0;
+  out.shape = static_cast<uint32_t>(outputs_apart_.size());
+  outputs_apart_.push_back({slot, requested_bytes, allocated_bytes, intern(allocator), shape});
+}
+
+void StepStats::record_output(RecordedOutput& out, const NodeOutput& output, bool slot_is_place) {
+  const TensorDescription& td = output.tensor_description;
+  const AllocationDescription& a = td.allocation_description;
+  out.ptr = a.ptr;
+  out.allocation_id = a.allocation_id;
+  out.dtype = td.dtype;
+  out.has_single_reference = a.has_single_reference;
+  const InternedShape* shape = intern_shape(td.shape);
+  const uint16_t allocator = allocator_index(a.allocator_name);
+  if (slot_is_place && shape && allocator && a.requested_bytes >= 0 && a.requested_bytes <= UINT32_MAX &&
+      a.allocated_bytes >= 0 && a.allocated_bytes <= UINT32_MAX) {
+    out.requested_bytes = static_cast<uint32_t>(a.requested_bytes);
+    out.allocated_bytes = static_cast<uint32_t>(a.allocated_bytes);
+    out.shape = shape->index;
+    out.allocator = allocator;
+    out.kept_apart = 0;
+    return;
+  }
+  keep_output_apart(out, output.slot, a.requested_bytes, a.allocated_bytes, td.shape, a.allocator_name);
 }
 
 std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, size_t n) {
   for (size_t i = first; i < first + n; ++i) {
     const RecordedOutput& r = recorded_outputs_[i];
     NodeOutput& out = outputs_[i];
-    if (!r.allocator) {  // not produced: nothing else of it was written
+    if (!r.allocator && !r.kept_apart) {  // not produced: nothing else of it was written
       out = NodeOutput{};
       continue;
     }
-    out.slot = r.slot;
     TensorDescription& td = out.tensor_description;
     td.dtype = r.dtype;
-    if (r.rank == RecordedOutput::kShapeKeptApart) {
-      td.shape = shapes_apart_[static_cast<size_t>(r.dims[0])];
+    AllocationDescription& a = td.allocation_description;
+    a.allocation_id = r.allocation_id;
+    a.has_single_reference = r.has_single_reference;
+    a.ptr = r.ptr;
+    if (r.kept_apart) {
+      const OutputApart& apart = outputs_apart_[r.shape];
+      out.slot = apart.slot;
+      td.shape = apart.shape;
+      a.requested_bytes = apart.requested_bytes;
+      a.allocated_bytes = apart.allocated_bytes;
+      a.allocator_name = apart.allocator;
     } else {
-      int64_t dims[4];
-      for (int d = 0; d < r.rank; ++d) dims[d] = r.dims[d];
-      td.shape = Shape(std::span<const int64_t>(dims, static_cast<size_t>(r.rank)));
+      out.slot = static_cast<int32_t>(i - first);
+      td.shape = interned_shape(r.shape);
+      a.requested_bytes = r.requested_bytes;
+      a.allocated_bytes = r.allocated_bytes;
+      a.allocator_name = allocator_name(r.allocator);
     }
-    td.allocation_description = {
-        .requested_bytes = r.requested_bytes,
-        .allocated_bytes = r.allocated_bytes,
-        .allocator_name = r.allocator ? *r.allocator : std::string_view(),
-        .allocation_id = r.allocation_id,
-        .has_single_reference = r.has_single_reference,
-        .ptr = r.ptr,
-    };
   }
   return stored_outputs(first, n);
 }

@@ -12,7 +12,7 @@
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
 // A traced step writes less than that: what it recorded of each node (a RecordedNode, 32 bytes,
-// its outputs, a RecordedOutput of 64 bytes each where a NodeOutput takes 144, and its
+// its outputs, a RecordedOutput of 32 bytes each where a NodeOutput takes 144, and its
 // allocation records, 8 bytes each where an AllocationRecord takes 16) and the plan's names,
 // shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
@@ -187,23 +187,42 @@ class StepStats {
   size_t num_recorded_outputs() const { return recorded_outputs_.size(); }
   size_t num_stored_records() const { return std::max(records_.size(), recorded_allocations_.size()); }
 
-  // What a traced step writes of an output while it runs (the executor's describe_output): 64
+  // What a traced step writes of an output while it runs (the executor's describe_output): 32
   // bytes, where the NodeOutput the first read makes of it takes 144 (most of that the shape's
-  // eight 64-bit dimensions). A shape of rank 4 or less with dimensions that fit in 32 bits
-  // (nearly every tensor's) is kept inline; any other in the StepStats (record_shape).
+  // eight 64-bit dimensions). Its shape and allocator name are the process's (intern_shape,
+  // allocator_index); its slot is its place among its node's outputs. An output whose sizes do
+  // not fit 32 bits, or a fed tensor (its slot is the output it feeds), is kept in the StepStats
+  // whole (keep_output_apart).
   struct RecordedOutput {
     uint64_t ptr;
-    int64_t requested_bytes, allocated_bytes, allocation_id;
-    const std::string_view* allocator;  // allocator_name_ref; null: not produced (the kernel failed)
-    int32_t slot;
+    int64_t allocation_id;
+    uint32_t requested_bytes, allocated_bytes;
+    uint32_t shape;      // an InternedShape's index; where kept_apart: the output's in outputs_apart_
+    uint16_t allocator;  // allocator_index; 0 and not kept apart: not produced (the kernel failed)
     DType dtype;
-    int8_t rank;  // kShapeKeptApart: dims[0] is the shape's index in the StepStats' shapes_apart_
-    bool has_single_reference;
-    int32_t dims[4];
-    static constexpr int8_t kShapeKeptApart = -1;
+    uint8_t has_single_reference : 1;
+    uint8_t kept_apart : 1;
   };
-  static_assert(sizeof(RecordedOutput) == 64);
-
+  static_assert(sizeof(RecordedOutput) == 32);
+  // A shape the process keeps (never freed), which recorded outputs name by its index.
+  struct InternedShape {
+    Shape shape;
+    uint32_t index;
+  };
+  // The process's copy of `shape` (null once 2^18 shapes are kept: outputs of other shapes are
+  // then kept apart). Takes a lock: the executor keeps the one each slot had last.
+  static const InternedShape* intern_shape(const Shape& shape);
+  static const Shape& interned_shape(uint32_t index);
+  static bool same_shape(const Shape& a, const Shape& b) {
+    if (a.rank() != b.rank()) return false;
+    for (int i = 0; i < a.rank(); ++i)
+      if (a.dim(i) != b.dim(i)) return false;
+    return true;
+  }
+  // A process-wide index of an allocator's name, from 1 (0 once 4095 names are kept: outputs
+  // of other allocators are then kept apart), and the name of an index.
+  static uint16_t allocator_index(std::string_view name);
+  static std::string_view allocator_name(uint16_t index);
   // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
   // arrays have grown to a step's size:
   // Forgets everything, as clear() does (a step recorded and never read included), but keeps
@@ -223,28 +242,13 @@ class StepStats {
   // step can map it while the step writes them; new memory not reserved before is mapped here,
   // in one call.
   std::span<RecordedOutput> outputs_for_step(size_t num_outputs);
-  // Writes an output's shape into what the step records of it: inline where it fits (see
-  // RecordedOutput), otherwise kept in this StepStats (under a lock; from any of the step's
-  // threads).
-  void record_shape(RecordedOutput& out, const Shape& shape) {
-    const int rank = shape.rank();
-    if (rank >= 0 && rank <= 4) {
-      bool fits = true;
-      for (int i = 0; i < rank; ++i) {
-        const int64_t d = shape.dim(i);
-        fits &= d >= 0 && d <= INT32_MAX;
-        out.dims[i] = static_cast<int32_t>(d);
-      }
-      if (fits) {
-        out.rank = static_cast<int8_t>(rank);
-        return;
-      }
-    }
-    keep_shape_apart(out, shape);
-  }
-  // A process-wide interned allocator name, at an address that never changes (what a
-  // RecordedOutput points to).
-  static const std::string_view* allocator_name_ref(std::string_view name);
+  // An output whose description does not fit 32 bytes, kept whole (under a lock; from any of the
+  // step's threads).
+  void keep_output_apart(RecordedOutput& out, int32_t slot, int64_t requested_bytes, int64_t allocated_bytes,
+                         const Shape& shape, std::string_view allocator);
+  // Writes a tensor's description, output `slot` of its node (by hand: tests), as the executor
+  // does: inline where it fits and `slot` is the output's place among its node's, else apart.
+  void record_output(RecordedOutput& out, const NodeOutput& output, bool slot_is_place);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
   // The room reserved beyond what the recorded outputs, the recorded nodes and the recorded
@@ -368,7 +372,6 @@ class StepStats {
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
   void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
-  void keep_shape_apart(RecordedOutput& out, const Shape& shape);
   // The output descriptions of slots [first, first + n) made of what the step recorded.
   std::span<const NodeOutput> describe_recorded_outputs(size_t first, size_t n);
   void make_node_entries(std::span<RecordSource> sources);
@@ -381,7 +384,14 @@ class StepStats {
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
   mutable RecordedOutputArray recorded_outputs_;  // what a step wrote of its outputs (until read)
-  std::vector<Shape> shapes_apart_;               // their shapes that do not fit inline
+  // The outputs kept whole (see RecordedOutput).
+  struct OutputApart {
+    int32_t slot;
+    int64_t requested_bytes, allocated_bytes;
+    std::string_view allocator;
+    Shape shape;
+  };
+  std::vector<OutputApart> outputs_apart_;
   mutable RecordedAllocationArray recorded_allocations_;  // in start order of their nodes (until read)
   std::vector<AllocationRecord> records_apart_;           // those that do not fit 8 bytes
   std::vector<NodeTimes> times_apart_;                    // the recorded nodes' that do not fit 32 bits

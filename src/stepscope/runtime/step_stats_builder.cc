@@ -1,7 +1,9 @@
 #include "stepscope/runtime/step_stats_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <new>
 #include <span>
 
 #include "stepscope/base/clock.h"
@@ -39,9 +41,15 @@ StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, Step
       new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
     }
   }
+  const auto num_slots = static_cast<size_t>(plan.num_slots);
+  if (!last_shapes_) {
+    last_shapes_.reset(static_cast<const StepStats::InternedShape**>(
+        std::calloc(std::max<size_t>(num_slots, 1), sizeof(const StepStats::InternedShape*))));
+    if (!last_shapes_) throw std::bad_alloc();
+  }
   // One recorded output per slot of the plan, in place: a node's outputs are consecutive slots,
   // so its output descriptions are made in place on the first read.
-  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records};
+  return {records_.get(), stats.outputs_for_step(num_slots).data(), last_shapes_.get(), new_records};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,

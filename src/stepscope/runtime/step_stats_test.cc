@@ -272,17 +272,16 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   st.reserve(0, 0, 3);
   const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(3);
   for (int slot = 0; slot < 3; ++slot) {
-    outputs[slot] = {.ptr = 4096u * static_cast<unsigned>(slot + 1),
-                     .requested_bytes = 4 * (slot + 1),
-                     .allocated_bytes = 64,
-                     .allocation_id = 10 + slot,
-                     .allocator = StepStats::allocator_name_ref("cpu"),
-                     .slot = 0,
-                     .dtype = DType::kInt32,
-                     .rank = 0,
-                     .has_single_reference = slot == 1,
-                     .dims = {}};
-    st.record_shape(outputs[slot], Shape{slot + 1});
+    NodeOutput out;
+    out.tensor_description.dtype = DType::kInt32;
+    out.tensor_description.shape = Shape{slot + 1};
+    out.tensor_description.allocation_description = {.requested_bytes = 4 * (slot + 1),
+                                                     .allocated_bytes = 64,
+                                                     .allocator_name = "cpu",
+                                                     .allocation_id = 10 + slot,
+                                                     .has_single_reference = slot == 1,
+                                                     .ptr = 4096u * static_cast<unsigned>(slot + 1)};
+    st.record_output(outputs[slot], out, true);  // each the output 0 of its node
   }
   st.base_ns = 1;
   st.reserve_recorded(2, 0, 3);
@@ -346,30 +345,54 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   EXPECT_EQ(b.memory[0].allocator_bytes_in_use, 12);
 }
 
-// What a step records of an output is 64 bytes: a shape of rank 5 or more, or with a dimension
-// past 2^31, is kept apart in the StepStats and read back whole, in a copy too; an output the
-// kernel did not produce is left out of its node's.
-TEST(StepStats, RecordedOutputsKeepEveryShapeAndLeaveOutTheMissing) {
+// What a step records of an output is 32 bytes, its shape and allocator named by the process's
+// index of them: shapes of any rank read back whole; an output of 4 GiB or more, and a fed
+// tensor (whose slot need not be its place), are kept apart whole; an output the kernel did not
+// produce is left out of its node's. In a copy too.
+TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   StepStats st;
   st.reuse_for_step();
   const std::vector<Shape> shapes = {Shape{}, Shape{2, 3, 4, 5}, Shape{1, 2, 3, 4, 5}, Shape{int64_t{1} << 33, 2},
-                                     Shape{7, 6, 5, 4, 3, 2, 1, 9}, Shape{0}};
+                                     Shape{7, 6, 5, 4, 3, 2, 1, 9}, Shape{0}, Shape{5, 1 << 28}};
   const size_t n = shapes.size() + 1;  // and one not produced, in the middle
-  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(n);
-  for (size_t i = 0, shape = 0; i < n; ++i) {
-    if (i == 2) {
-      outputs[i].allocator = nullptr;  // as the executor marks an output the kernel did not produce
-      outputs[i].rank = 0;
+  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(n + 1);  // and the fed x's
+  std::vector<NodeOutput> described;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == 2) {  // as the executor marks an output the kernel did not produce
+      outputs[i].allocator = 0;
+      outputs[i].kept_apart = 0;
       continue;
     }
-    outputs[i] = StepStats::RecordedOutput{};
-    outputs[i].allocator = StepStats::allocator_name_ref("gpu_bfc");
-    outputs[i].slot = static_cast<int32_t>(i);
-    st.record_shape(outputs[i], shapes[shape++]);
+    NodeOutput& out = described.emplace_back();
+    out.slot = static_cast<int32_t>(i);
+    out.tensor_description.dtype = i % 2 ? DType::kInt64 : DType::kFloat32;
+    out.tensor_description.shape = shapes[described.size() - 1];
+    const bool huge = i + 1 == n;  // 5 GiB
+    out.tensor_description.allocation_description = {.requested_bytes = huge ? int64_t{5} << 30 : int64_t(4 * i),
+                                                     .allocated_bytes = huge ? int64_t{5} << 30 : 64,
+                                                     .allocator_name = "gpu_bfc",
+                                                     .allocation_id = int64_t{1} << 40 | int64_t(i),
+                                                     .has_single_reference = i % 2 == 1,
+                                                     .ptr = uint64_t{1} << 47 | 64 * i};
+    st.record_output(outputs[i], out, true);
   }
-  EXPECT_EQ(StepStats::allocator_name_ref("gpu_bfc"), outputs[0].allocator);  // one per name
+  NodeOutput fed;
+  fed.slot = 2;  // output 2 of x, alone fed
+  fed.tensor_description.shape = Shape{3};
+  fed.tensor_description.allocation_description = {.requested_bytes = 12, .allocated_bytes = 64,
+                                                   .allocator_name = "cpu", .allocation_id = 1,
+                                                   .has_single_reference = false, .ptr = 4096};
+  st.record_output(outputs[n], fed, false);
+  EXPECT_EQ(outputs[0].allocator, StepStats::allocator_index("gpu_bfc"));  // one per name
+  EXPECT_EQ(StepStats::allocator_name(outputs[0].allocator), "gpu_bfc");
+  EXPECT_EQ(outputs[1].shape, StepStats::intern_shape(Shape{2, 3, 4, 5})->index);  // one per shape
+  for (size_t i = 0; i + 1 < n; ++i) EXPECT_EQ(outputs[i].kept_apart, 0u) << i;
+  EXPECT_EQ(outputs[n - 1].kept_apart, 1u);
+  EXPECT_EQ(outputs[n].kept_apart, 1u);
+
   auto names = std::make_shared<StepStats::PlanNames>();
   names->items = {{"a", "Op", "a = Op()", 0, 0, static_cast<int32_t>(n), 0}};
+  names->fed = {{"x", "Placeholder", "x = Placeholder()", 1, static_cast<int32_t>(n), 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
   st.reserve_recorded(1);
@@ -377,16 +400,28 @@ TEST(StepStats, RecordedOutputsKeepEveryShapeAndLeaveOutTheMissing) {
   record_node(st, node, {5, 15, 2}, 0, 0, 7, 0, true);
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   const StepStats copy = st;
+  auto expect_same = [](const NodeOutput& x, const NodeOutput& y) {
+    EXPECT_EQ(x.slot, y.slot);
+    const TensorDescription &a = x.tensor_description, &b = y.tensor_description;
+    EXPECT_EQ(a.dtype, b.dtype) << x.slot;
+    EXPECT_EQ(a.shape, b.shape) << x.slot << ": " << a.shape.to_string();
+    const AllocationDescription &p = a.allocation_description, &q = b.allocation_description;
+    EXPECT_EQ(p.requested_bytes, q.requested_bytes) << x.slot;
+    EXPECT_EQ(p.allocated_bytes, q.allocated_bytes) << x.slot;
+    EXPECT_EQ(p.allocator_name, q.allocator_name) << x.slot;
+    EXPECT_EQ(p.allocation_id, q.allocation_id) << x.slot;
+    EXPECT_EQ(p.has_single_reference, q.has_single_reference) << x.slot;
+    EXPECT_EQ(p.ptr, q.ptr) << x.slot;
+  };
   for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy}) {
     ASSERT_EQ(read->dev_stats().size(), 1u);
-    ASSERT_EQ(read->dev_stats()[0].node_stats.size(), 1u);
-    const auto& produced = read->dev_stats()[0].node_stats[0].output;
-    ASSERT_EQ(produced.size(), shapes.size());
-    for (size_t k = 0; k < shapes.size(); ++k) {
-      EXPECT_EQ(produced[k].slot, static_cast<int32_t>(k < 2 ? k : k + 1));
-      EXPECT_EQ(produced[k].tensor_description.shape, shapes[k]) << shapes[k].to_string();
-      EXPECT_EQ(produced[k].tensor_description.allocation_description.allocator_name, "gpu_bfc");
-    }
+    const auto& nodes = read->dev_stats()[0].node_stats;
+    ASSERT_EQ(nodes.size(), 2u);
+    ASSERT_EQ(nodes[0].output.size(), 1u);
+    expect_same(nodes[0].output[0], fed);
+    const auto& produced = nodes[1].output;
+    ASSERT_EQ(produced.size(), described.size());
+    for (size_t k = 0; k < described.size(); ++k) expect_same(produced[k], described[k]);
   }
 }
 
