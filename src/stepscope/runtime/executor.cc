@@ -60,7 +60,6 @@ struct Executor::RunState {
   NodeRecord* records = nullptr;
   StepStats* step_stats = nullptr;                          // being filled
   StepStats::RecordedOutput* output_descriptions = nullptr;  // per slot, in step_stats
-  const StepStats::InternedShape** last_shapes = nullptr;    // per slot (describe_output)
   AllocationRecorder* recorder = nullptr;
   // Step timing (RunOptions::collect_step_timing, or a traced run with a RunMetadata): threads
   // running nodes, and the gaps when none is.
@@ -286,11 +285,9 @@ void Executor::run_node(RunState* s, int index, RecordingScope* rec, uint32_t th
     rec->log->nodes.push_back(index);
     r.missing_outputs = 0;
     StepStats::RecordedOutput* descriptions = s->output_descriptions + item.output_base;
-    const StepStats::InternedShape** last_shapes = s->last_shapes + item.output_base;
     for (int i = 0; i < item.num_outputs; ++i) {
       if (outputs[i].initialized()) {
-        describe_output(outputs[i], i, allocator, cpu_allocator_index_, last_shapes[i], *s->step_stats,
-                        descriptions[i]);
+        describe_output(outputs[i], i, allocator, cpu_allocator_index_, *s->step_stats, descriptions[i]);
       } else {
         mark_missing(descriptions[i]);
         r.missing_outputs++;
@@ -646,7 +643,6 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     s.records = slots.records;
     s.step_stats = stats;
     s.output_descriptions = slots.outputs;
-    s.last_shapes = slots.last_shapes;
     // The fed tensors, as the outputs of their nodes (recorded after the step, see finish).
     for (size_t i = 0; i < feeds.size(); ++i)
       describe_fed(feeds[i].second, feeds[i].first.index, *stats, s.output_descriptions[plan->feed_slots[i]]);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -532,12 +533,15 @@ const StepStats::InternedShape* StepStats::intern_shape(const Shape& shape) {
   if (table.size == kShapesAChunk * kShapeChunks) return nullptr;
   const uint32_t index = table.size;
   std::atomic<InternedShape*>& chunk = table.chunks[index / kShapesAChunk];
-  if (!chunk.load(std::memory_order_relaxed)) chunk.store(new InternedShape[kShapesAChunk], std::memory_order_release);
-  InternedShape& interned = chunk.load(std::memory_order_relaxed)[index % kShapesAChunk];
-  interned = {shape, index};
-  table.by_dims.emplace(std::move(key), &interned);
+  // Raw memory: only the pages of shapes made are ever written (a process's first traced step
+  // would otherwise write 80 KB for its few shapes).
+  if (!chunk.load(std::memory_order_relaxed))
+    chunk.store(static_cast<InternedShape*>(::operator new(sizeof(InternedShape) * kShapesAChunk)),
+                std::memory_order_release);
+  InternedShape* interned = new (chunk.load(std::memory_order_relaxed) + index % kShapesAChunk) InternedShape{shape, index};
+  table.by_dims.emplace(std::move(key), interned);
   ++table.size;
-  return &interned;
+  return interned;
 }
 
 const Shape& StepStats::interned_shape(uint32_t index) {
@@ -559,8 +563,9 @@ std::string_view StepStats::allocator_name(uint16_t index) { return allocator_na
 void StepStats::keep_output_apart(RecordedOutput& out, int32_t slot, int64_t requested_bytes,
                                   int64_t allocated_bytes, const Shape& shape, std::string_view allocator) {
   std::lock_guard<std::mutex> lock(outputs_apart_mutex);
-  out.kept_apart = 1;
+  out.flags |= RecordedOutput::kKeptApart;
   out.allocator = 0;
+  out.requested_bytes = out.allocated_bytes = 0;  // kept apart with the rest
   out.shape = static_cast<uint32_t>(outputs_apart_.size());
   outputs_apart_.push_back({slot, requested_bytes, allocated_bytes, intern(allocator), shape});
 }
@@ -571,7 +576,7 @@ void StepStats::record_output(RecordedOutput& out, const NodeOutput& output, boo
   out.ptr = a.ptr;
   out.allocation_id = a.allocation_id;
   out.dtype = td.dtype;
-  out.has_single_reference = a.has_single_reference;
+  out.flags = a.has_single_reference ? RecordedOutput::kSingleReference : 0;
   const InternedShape* shape = intern_shape(td.shape);
   const uint16_t allocator = allocator_index(a.allocator_name);
   if (slot_is_place && shape && allocator && a.requested_bytes >= 0 && a.requested_bytes <= UINT32_MAX &&
@@ -580,7 +585,6 @@ void StepStats::record_output(RecordedOutput& out, const NodeOutput& output, boo
     out.allocated_bytes = static_cast<uint32_t>(a.allocated_bytes);
     out.shape = shape->index;
     out.allocator = allocator;
-    out.kept_apart = 0;
     return;
   }
   keep_output_apart(out, output.slot, a.requested_bytes, a.allocated_bytes, td.shape, a.allocator_name);
@@ -590,7 +594,7 @@ std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, s
   for (size_t i = first; i < first + n; ++i) {
     const RecordedOutput& r = recorded_outputs_[i];
     NodeOutput& out = outputs_[i];
-    if (!r.allocator && !r.kept_apart) {  // not produced: nothing else of it was written
+    if (!r.allocator && !r.kept_apart()) {  // not produced: nothing else of it was written
       out = NodeOutput{};
       continue;
     }
@@ -598,9 +602,9 @@ std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, s
     td.dtype = r.dtype;
     AllocationDescription& a = td.allocation_description;
     a.allocation_id = r.allocation_id;
-    a.has_single_reference = r.has_single_reference;
+    a.has_single_reference = r.has_single_reference();
     a.ptr = r.ptr;
-    if (r.kept_apart) {
+    if (r.kept_apart()) {
       const OutputApart& apart = outputs_apart_[r.shape];
       out.slot = apart.slot;
       td.shape = apart.shape;
@@ -623,37 +627,19 @@ std::span<StepStats::RecordedAllocation> StepStats::allocations_for_step(size_t 
   return recorded_allocations_;
 }
 
-namespace {
-// Whether `ns` after `base` fits the 32 bits a step records it in.
-bool fits_after(int64_t ns, int64_t base) { return ns >= base && ns - base <= int64_t{UINT32_MAX}; }
-}  // namespace
-
-void StepStats::record_times(RecordedNode& node, const NodeTimes& times) {
-  if (fits_after(times.start_ns, base_ns) && fits_after(times.end_ns, times.start_ns) &&
-      fits_after(times.scheduled_ns, base_ns)) {
-    node.start = static_cast<uint32_t>(times.start_ns - base_ns);
-    node.duration = static_cast<uint32_t>(times.end_ns - times.start_ns);
-    node.scheduled = static_cast<uint32_t>(times.scheduled_ns - base_ns);
-    node.times_apart = 0;
-    return;
-  }
+void StepStats::keep_times_apart(RecordedNode& node, const NodeTimes& times) {
   node.start = static_cast<uint32_t>(times_apart_.size());
-  node.times_apart = 1;
+  node.item_and_flags |= RecordedNode::kTimesApart;
   times_apart_.push_back(times);
 }
 
 StepStats::NodeTimes StepStats::times_of(const RecordedNode& node) const {
-  if (node.times_apart) return times_apart_[node.start];
+  if (node.times_apart()) return times_apart_[node.start];
   const int64_t start = base_ns + node.start;
   return {start, start + node.duration, base_ns + node.scheduled};
 }
 
-void StepStats::record_allocation(RecordedAllocation& out, const AllocationRecord& record) {
-  if (fits_after(record.alloc_ns, base_ns) && record.alloc_bytes > RecordedAllocation::kKeptApart &&
-      record.alloc_bytes <= INT32_MAX) {
-    out = {static_cast<uint32_t>(record.alloc_ns - base_ns), static_cast<int32_t>(record.alloc_bytes)};
-    return;
-  }
+void StepStats::keep_allocation_apart(RecordedAllocation& out, const AllocationRecord& record) {
   out = {static_cast<uint32_t>(records_apart_.size()), RecordedAllocation::kKeptApart};
   records_apart_.push_back(record);
 }
@@ -832,7 +818,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   } else {
     std::vector<size_t> per_device(devices.size());
     for (const auto& f : names.fed) per_device[static_cast<size_t>(f.device)]++;
-    for (const RecordedNode& r : recorded) per_device[static_cast<size_t>(names.items[r.item].device)]++;
+    for (const RecordedNode& r : recorded) per_device[static_cast<size_t>(names.items[r.item()].device)]++;
     for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
   // One memory entry per node with records (more only for nodes using several allocators).
@@ -866,7 +852,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   for (size_t k = 0; k < recorded.size(); ++k) {
     const RecordedNode& r = recorded[k];
     // The arrays written here are too big to stay in cache: ask for the lines a few nodes ahead.
-    const ItemNames& item = names.items[static_cast<size_t>(r.item)];
+    const ItemNames& item = names.items[r.item()];
     const auto& ahead = devices[static_cast<size_t>(item.device)].node_stats;
     // Addresses computed as integers: a vector with nothing reserved yet has a null data(),
     // and pointer arithmetic on null is undefined (prefetching any address is harmless).
@@ -878,7 +864,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     // Outputs: in place, unless one is missing (the kernel failed): then the others are copied.
     std::span<const NodeOutput> node_outputs =
         describe_recorded_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
-    if (r.missing_outputs) {
+    if (r.missing_outputs()) {
       std::vector<NodeOutput> produced;
       for (const NodeOutput& out : node_outputs)
         if (out.tensor_description.allocation_description.allocator_name.data()) produced.push_back(out);

@@ -200,8 +200,12 @@ class StepStats {
     uint32_t shape;      // an InternedShape's index; where kept_apart: the output's in outputs_apart_
     uint16_t allocator;  // allocator_index; 0 and not kept apart: not produced (the kernel failed)
     DType dtype;
-    uint8_t has_single_reference : 1;
-    uint8_t kept_apart : 1;
+    // Whole bytes and words, not bit fields: a step stores each field whole, where setting a bit
+    // field reads its line first (on a page not yet written, a fault for reading, then another).
+    uint8_t flags;
+    static constexpr uint8_t kSingleReference = 1, kKeptApart = 2;
+    bool has_single_reference() const { return flags & kSingleReference; }
+    bool kept_apart() const { return flags & kKeptApart; }
   };
   static_assert(sizeof(RecordedOutput) == 32);
   // A shape the process keeps (never freed), which recorded outputs name by its index.
@@ -210,8 +214,20 @@ class StepStats {
     uint32_t index;
   };
   // The process's copy of `shape` (null once 2^18 shapes are kept: outputs of other shapes are
-  // then kept apart). Takes a lock: the executor keeps the one each slot had last.
+  // then kept apart). Takes a lock.
   static const InternedShape* intern_shape(const Shape& shape);
+  // The same, found first among the shapes this thread interned last (64, by a hash of the
+  // dimensions; no lock, no memory a step): what the executor's hot path names a shape by.
+  static const InternedShape* find_shape(const Shape& shape) {
+    uint64_t h = static_cast<uint64_t>(shape.rank());
+    for (const int64_t d : shape.dims()) h = (h ^ static_cast<uint64_t>(d)) * 0x9E3779B97F4A7C15u;
+    const InternedShape*& recent = recent_shapes_[h >> 58];
+    if (recent && same_shape(recent->shape, shape)) [[likely]]
+      return recent;
+    const InternedShape* interned = intern_shape(shape);
+    if (interned) recent = interned;
+    return interned;
+  }
   static const Shape& interned_shape(uint32_t index);
   static bool same_shape(const Shape& a, const Shape& b) {
     if (a.rank() != b.rank()) return false;
@@ -265,23 +281,40 @@ class StepStats {
   // more after it has its times kept apart), and its allocation records are those from its
   // records_begin to the next node's (the last node's: to the end).
   struct RecordedNode {
-    uint32_t start;      // ns after base_ns; where times_apart: the times' index in times_apart_
+    uint32_t start;      // ns after base_ns; where times_apart(): the times' index in times_apart_
     uint32_t duration;   // ns
     uint32_t scheduled;  // ns after base_ns
-    uint32_t item : 31;  // in the plan's names
-    uint32_t missing_outputs : 1;  // the kernel failed: its outputs not produced are left out
-    int64_t bytes_in_use_at_end;   // of the kernel's allocator
-    uint32_t thread_id : 31;
-    uint32_t times_apart : 1;
+    uint32_t item_and_flags;      // its index in the plan's names; kMissingOutputs, kTimesApart
+    int64_t bytes_in_use_at_end;  // of the kernel's allocator
+    uint32_t thread_id;
     uint32_t records_begin;  // in the recorded allocation records
+    // The kernel failed: its outputs not produced are left out.
+    static constexpr uint32_t kMissingOutputs = 1u << 31;
+    static constexpr uint32_t kTimesApart = 1u << 30;
+    uint32_t item() const { return item_and_flags & ~(kMissingOutputs | kTimesApart); }
+    bool missing_outputs() const { return item_and_flags & kMissingOutputs; }
+    bool times_apart() const { return item_and_flags & kTimesApart; }
   };
   static_assert(sizeof(RecordedNode) == 32);
   // A node's times in nanoseconds (now_ns's clock).
   struct NodeTimes {
     int64_t start_ns, end_ns, scheduled_ns;
   };
-  // Writes them into `node`, after base_ns is set (from the step's end: not thread-safe).
-  void record_times(RecordedNode& node, const NodeTimes& times);
+  // Writes them into `node`, after base_ns and its item_and_flags are set (from the step's end:
+  // not thread-safe).
+  void record_times(RecordedNode& node, const NodeTimes& times) {
+    // Unsigned: a time before the one it follows does not fit either.
+    const uint64_t start = static_cast<uint64_t>(times.start_ns) - static_cast<uint64_t>(base_ns);
+    const uint64_t duration = static_cast<uint64_t>(times.end_ns) - static_cast<uint64_t>(times.start_ns);
+    const uint64_t scheduled = static_cast<uint64_t>(times.scheduled_ns) - static_cast<uint64_t>(base_ns);
+    if ((start | duration | scheduled) <= UINT32_MAX) [[likely]] {
+      node.start = static_cast<uint32_t>(start);
+      node.duration = static_cast<uint32_t>(duration);
+      node.scheduled = static_cast<uint32_t>(scheduled);
+    } else {
+      keep_times_apart(node, times);
+    }
+  }
   NodeTimes times_of(const RecordedNode& node) const;
   // What a traced step recorded of an allocation or a free: 8 bytes, where the AllocationRecord
   // the first read makes of it takes 16. One that is not within 4.29 s after base_ns, or of 2 GiB
@@ -292,7 +325,15 @@ class StepStats {
     static constexpr int32_t kKeptApart = INT32_MIN;
   };
   // From the step's end, after base_ns is set: not thread-safe.
-  void record_allocation(RecordedAllocation& out, const AllocationRecord& record);
+  void record_allocation(RecordedAllocation& out, const AllocationRecord& record) {
+    const uint64_t at = static_cast<uint64_t>(record.alloc_ns) - static_cast<uint64_t>(base_ns);
+    // Within ±INT32_MAX (INT32_MIN is kKeptApart).
+    const bool bytes_fit = static_cast<uint64_t>(record.alloc_bytes) + uint64_t{INT32_MAX} <= uint64_t{2} * INT32_MAX;
+    if (at <= UINT32_MAX && bytes_fit) [[likely]]
+      out = {static_cast<uint32_t>(at), static_cast<int32_t>(record.alloc_bytes)};
+    else
+      keep_allocation_apart(out, record);
+  }
   AllocationRecord allocation_of(const RecordedAllocation& recorded) const;
   // How many times and records did not fit 32 bits (for tests: a real step's all do).
   size_t num_kept_apart() const { return times_apart_.size() + records_apart_.size(); }
@@ -372,6 +413,8 @@ class StepStats {
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
   void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
+  void keep_times_apart(RecordedNode& node, const NodeTimes& times);
+  void keep_allocation_apart(RecordedAllocation& out, const AllocationRecord& record);
   // The output descriptions of slots [first, first + n) made of what the step recorded.
   std::span<const NodeOutput> describe_recorded_outputs(size_t first, size_t n);
   void make_node_entries(std::span<RecordSource> sources);
@@ -384,6 +427,7 @@ class StepStats {
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
   mutable RecordedOutputArray recorded_outputs_;  // what a step wrote of its outputs (until read)
+  static inline thread_local const InternedShape* recent_shapes_[64] = {};  // see find_shape
   // The outputs kept whole (see RecordedOutput).
   struct OutputApart {
     int32_t slot;

@@ -1,9 +1,7 @@
 #include "stepscope/runtime/step_stats_builder.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
-#include <new>
 #include <span>
 
 #include "stepscope/base/clock.h"
@@ -41,15 +39,9 @@ StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, Step
       new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
     }
   }
-  const auto num_slots = static_cast<size_t>(plan.num_slots);
-  if (!last_shapes_) {
-    last_shapes_.reset(static_cast<const StepStats::InternedShape**>(
-        std::calloc(std::max<size_t>(num_slots, 1), sizeof(const StepStats::InternedShape*))));
-    if (!last_shapes_) throw std::bad_alloc();
-  }
   // One recorded output per slot of the plan, in place: a node's outputs are consecutive slots,
   // so its output descriptions are made in place on the first read.
-  return {records_.get(), stats.outputs_for_step(num_slots).data(), last_shapes_.get(), new_records};
+  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,
@@ -145,9 +137,10 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   for (size_t k = 0; k < num_ran; ++k) {
     const int32_t p = order[k];
     const NodeRecord& r = records[p];
+    // Each field stored whole, in place (a copy of the node built beside would be read back
+    // before its parts were stored).
     StepStats::RecordedNode& node = recorded[k];
-    node.item = static_cast<uint32_t>(p);
-    node.missing_outputs = r.missing_outputs != 0;
+    node.item_and_flags = static_cast<uint32_t>(p) | (r.missing_outputs ? StepStats::RecordedNode::kMissingOutputs : 0);
     node.bytes_in_use_at_end = r.bytes_in_use_at_end;
     node.thread_id = r.thread_id;
     node.records_begin = k == 0 ? 0u : static_cast<uint32_t>(cursor[k - 1]);

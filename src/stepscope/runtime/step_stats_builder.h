@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -36,38 +35,6 @@ struct NodeRecord {
   int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
 };
 
-// Records tensor `t`, output `slot` of its node, into `out` (of `stats`). Its shape is named by
-// the interned one its slot had last (`last_shape`, the builder's), compared dimension by
-// dimension, and interned (a lock) where it changed; its allocator by a comparison for the
-// kernels' allocator (the hot path's common case), and through StepStats::allocator_index for
-// any other.
-[[gnu::always_inline]] inline void describe_output(const Tensor& t, int slot, const Allocator* kernel_allocator,
-                                                   uint16_t kernel_allocator_index,
-                                                   const StepStats::InternedShape*& last_shape, StepStats& stats,
-                                                   StepStats::RecordedOutput& out) {
-  const Buffer* b = t.buffer();
-  const Shape& shape = t.shape();
-  const StepStats::InternedShape* interned = last_shape;
-  if (!interned || !StepStats::same_shape(interned->shape, shape)) [[unlikely]]
-    interned = last_shape = StepStats::intern_shape(shape);
-  const uint16_t allocator = b->allocator() == kernel_allocator ? kernel_allocator_index
-                                                                : StepStats::allocator_index(b->allocator()->name());
-  const int64_t requested = b->requested_bytes(), allocated = b->allocated_bytes();  // a tensor spans its buffer
-  out.ptr = reinterpret_cast<uint64_t>(t.raw_data());
-  out.allocation_id = b->allocation_id();
-  out.dtype = t.dtype();
-  out.has_single_reference = b->unique();
-  if (interned && allocator && static_cast<uint64_t>(requested) <= UINT32_MAX &&
-      static_cast<uint64_t>(allocated) <= UINT32_MAX) [[likely]] {
-    out.requested_bytes = static_cast<uint32_t>(requested);
-    out.allocated_bytes = static_cast<uint32_t>(allocated);
-    out.shape = interned->index;
-    out.allocator = allocator;
-    out.kept_apart = 0;
-  } else {
-    stats.keep_output_apart(out, slot, requested, allocated, shape, b->allocator()->name());
-  }
-}
 // A fed tensor, output `slot` of its node: kept apart with its slot (the fed outputs of a node
 // are consecutive slots, but need not be consecutive outputs).
 inline void describe_fed_tensor(const Tensor& t, int slot, StepStats& stats, StepStats::RecordedOutput& out) {
@@ -75,14 +42,40 @@ inline void describe_fed_tensor(const Tensor& t, int slot, StepStats& stats, Ste
   out.ptr = reinterpret_cast<uint64_t>(t.raw_data());
   out.allocation_id = b->allocation_id();
   out.dtype = t.dtype();
-  out.has_single_reference = b->unique();
+  out.flags = b->unique() ? StepStats::RecordedOutput::kSingleReference : uint8_t{0};
   stats.keep_output_apart(out, slot, b->requested_bytes(), b->allocated_bytes(), t.shape(), b->allocator()->name());
 }
-// An output the kernel did not produce (it failed): left out of the node's when it is read.
-inline void mark_missing(StepStats::RecordedOutput& out) {
-  out.allocator = 0;
-  out.kept_apart = 0;
+// Records tensor `t`, output `slot` of its node, into `out` (of `stats`). Its shape is named by
+// its interned copy (StepStats::find_shape: usually one this thread found before); its
+// allocator by a comparison for the kernels' allocator (the hot path's common case), and
+// through StepStats::allocator_index for any other.
+[[gnu::always_inline]] inline void describe_output(const Tensor& t, int slot, const Allocator* kernel_allocator,
+                                                   uint16_t kernel_allocator_index, StepStats& stats,
+                                                   StepStats::RecordedOutput& out) {
+  const Buffer* b = t.buffer();
+  const Shape& shape = t.shape();
+  const StepStats::InternedShape* interned = StepStats::find_shape(shape);
+  const uint16_t allocator = b->allocator() == kernel_allocator ? kernel_allocator_index
+                                                                : StepStats::allocator_index(b->allocator()->name());
+  const int64_t requested = b->requested_bytes(), allocated = b->allocated_bytes();  // a tensor spans its buffer
+  if (interned && allocator && static_cast<uint64_t>(requested) <= UINT32_MAX &&
+      static_cast<uint64_t>(allocated) <= UINT32_MAX) [[likely]] {
+    // Each field stored whole, in place (a description built beside and copied would be read
+    // back before its parts were stored: a stall an output).
+    out.ptr = reinterpret_cast<uint64_t>(t.raw_data());
+    out.allocation_id = b->allocation_id();
+    out.requested_bytes = static_cast<uint32_t>(requested);
+    out.allocated_bytes = static_cast<uint32_t>(allocated);
+    out.shape = interned->index;
+    out.allocator = allocator;
+    out.dtype = t.dtype();
+    out.flags = b->unique() ? StepStats::RecordedOutput::kSingleReference : uint8_t{0};
+  } else {
+    describe_fed_tensor(t, slot, stats, out);  // kept apart, as a fed tensor is
+  }
 }
+// An output the kernel did not produce (it failed): left out of the node's when it is read.
+inline void mark_missing(StepStats::RecordedOutput& out) { out = {}; }
 
 // One per StepBuffers of a plan (so one per step running at a time), kept between steps.
 class StepStatsBuilder {
@@ -103,7 +96,6 @@ class StepStatsBuilder {
   struct Slots {
     NodeRecord* records;  // per plan item
     StepStats::RecordedOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
-    const StepStats::InternedShape** last_shapes;  // per plan slot (describe_output), kept between steps
     // The records where they were made now (a plan's first traced step, unless they were made
     // ahead), not mapped: the caller has them mapped with the room, as it does the outputs.
     std::span<const std::byte> new_records;
@@ -120,12 +112,6 @@ class StepStatsBuilder {
 
  private:
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  // Per plan slot, the shape its output had at the last traced step: calloc'ed (null), so that
-  // only the pages a step writes are made (the first traced step's).
-  std::unique_ptr<const StepStats::InternedShape*[], Free> last_shapes_;
   std::vector<int32_t> order_, cursor_, position_;  // scratch of finish()
   std::vector<StepStats::RecordSource> sources_;  // each allocation record's allocator, when needed
 };

@@ -21,8 +21,7 @@ namespace {
 // (the next node's first ends them) and whether it has outputs missing.
 void record_node(StepStats& st, StepStats::RecordedNode& node, const StepStats::NodeTimes& times, uint32_t item,
                  int64_t bytes_in_use_at_end, uint32_t thread_id, uint32_t records_begin, bool missing = false) {
-  node.item = item;
-  node.missing_outputs = missing;
+  node.item_and_flags = item | (missing ? StepStats::RecordedNode::kMissingOutputs : 0);
   node.bytes_in_use_at_end = bytes_in_use_at_end;
   node.thread_id = thread_id;
   node.records_begin = records_begin;
@@ -238,10 +237,10 @@ TEST(StepStats, TimesAndRecordsThatDoNotFitAreKeptApart) {
   };
   std::vector<StepStats::RecordedNode> nodes(times.size());
   for (size_t i = 0; i < times.size(); ++i) st.record_times(nodes[i], times[i]);
-  EXPECT_EQ(nodes[0].times_apart, 0u);
-  EXPECT_EQ(nodes[1].times_apart, 1u);
-  EXPECT_EQ(nodes[2].times_apart, 0u);  // ...and lasts 1 ns
-  EXPECT_EQ(nodes[3].times_apart, 1u);
+  EXPECT_FALSE(nodes[0].times_apart());
+  EXPECT_TRUE(nodes[1].times_apart());
+  EXPECT_FALSE(nodes[2].times_apart());  // ...and lasts 1 ns
+  EXPECT_TRUE(nodes[3].times_apart());
   const std::vector<AllocationRecord> records = {
       {base + 7, 64}, {base + 8, -64}, {base + 9, int64_t{3} << 31}, {base + 9, -(int64_t{1} << 31)},
       {base + 9, INT32_MAX}, {base + 9, -INT32_MAX}, {base + 6'000'000'000, 8}};
@@ -359,8 +358,7 @@ TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   std::vector<NodeOutput> described;
   for (size_t i = 0; i < n; ++i) {
     if (i == 2) {  // as the executor marks an output the kernel did not produce
-      outputs[i].allocator = 0;
-      outputs[i].kept_apart = 0;
+      outputs[i] = {};
       continue;
     }
     NodeOutput& out = described.emplace_back();
@@ -386,9 +384,9 @@ TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   EXPECT_EQ(outputs[0].allocator, StepStats::allocator_index("gpu_bfc"));  // one per name
   EXPECT_EQ(StepStats::allocator_name(outputs[0].allocator), "gpu_bfc");
   EXPECT_EQ(outputs[1].shape, StepStats::intern_shape(Shape{2, 3, 4, 5})->index);  // one per shape
-  for (size_t i = 0; i + 1 < n; ++i) EXPECT_EQ(outputs[i].kept_apart, 0u) << i;
-  EXPECT_EQ(outputs[n - 1].kept_apart, 1u);
-  EXPECT_EQ(outputs[n].kept_apart, 1u);
+  for (size_t i = 0; i + 1 < n; ++i) EXPECT_FALSE(outputs[i].kept_apart()) << i;
+  EXPECT_TRUE(outputs[n - 1].kept_apart());
+  EXPECT_TRUE(outputs[n].kept_apart());
 
   auto names = std::make_shared<StepStats::PlanNames>();
   names->items = {{"a", "Op", "a = Op()", 0, 0, static_cast<int32_t>(n), 0}};
