@@ -16,7 +16,7 @@
 // allocation records, 8 bytes each where an AllocationRecord takes 16) and the plan's names,
 // shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes ~110 bytes a node, not the ~450 its node entries
+// (most of what a flight recorder keeps) writes ~80 bytes a node, not the ~420 its node entries
 // take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
@@ -284,7 +284,7 @@ class StepStats {
     uint32_t start;      // ns after base_ns; where times_apart(): the times' index in times_apart_
     uint32_t duration;   // ns
     uint32_t scheduled;  // ns after base_ns
-    uint32_t item_and_flags;      // its index in the plan's names; kMissingOutputs, kTimesApart
+    uint32_t item_and_flags;      // its index in the plan's names (< 2^30); kMissingOutputs, kTimesApart
     int64_t bytes_in_use_at_end;  // of the kernel's allocator
     uint32_t thread_id;
     uint32_t records_begin;  // in the recorded allocation records
@@ -399,7 +399,7 @@ class StepStats {
   // Makes the process's spare set (see ~StepStats) as big as `sizes`, mapped, unless it is that
   // big already: the next fresh StepStats' step then writes memory mapped already, where new
   // memory costs ~2 µs a 4 KiB page on a VM (~200 ns a node of a step). For a thread with
-  // nothing else to do: it maps ~480 bytes a node, and the set becomes the spare one once its
+  // nothing else to do: it maps ~500 bytes a node, and the set becomes the spare one once its
   // pages are mapped. Where `stop` is given and set before then, the set is dropped (a step that
   // starts meanwhile makes its own: see Executor::Plan::stop_preparation).
   static void prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop = nullptr);
