@@ -185,7 +185,7 @@ inline void release(std::atomic<int32_t>& refs, Tensor& slot, bool threaded) {
 
 // What a traced step records of a fed tensor, as output `slot` of its node. Cold: see place_feeds.
 [[gnu::cold]] void describe_fed(const Tensor& t, int slot, StepStats& stats, StepStats::RecordedOutput& description) {
-  describe_fed_tensor(t, slot, stats, description);
+  describe_output_apart(t, slot, stats, description);
 }
 
 // Puts a node's packed outputs (Plan::placements) into their packs, made by the first producer

@@ -35,9 +35,11 @@ struct NodeRecord {
   int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
 };
 
-// A fed tensor, output `slot` of its node: kept apart with its slot (the fed outputs of a node
-// are consecutive slots, but need not be consecutive outputs).
-inline void describe_fed_tensor(const Tensor& t, int slot, StepStats& stats, StepStats::RecordedOutput& out) {
+// Tensor `t`, output `slot` of its node, kept apart whole with its slot (StepStats::
+// keep_output_apart): what a fed tensor is recorded as (the fed outputs of a node are
+// consecutive slots, but need not be consecutive outputs), and an output that does not fit 32
+// bytes.
+inline void describe_output_apart(const Tensor& t, int slot, StepStats& stats, StepStats::RecordedOutput& out) {
   const Buffer* b = t.buffer();
   out.ptr = reinterpret_cast<uint64_t>(t.raw_data());
   out.allocation_id = b->allocation_id();
@@ -71,7 +73,7 @@ inline void describe_fed_tensor(const Tensor& t, int slot, StepStats& stats, Ste
     out.dtype = t.dtype();
     out.flags = b->unique() ? StepStats::RecordedOutput::kSingleReference : uint8_t{0};
   } else {
-    describe_fed_tensor(t, slot, stats, out);  // kept apart, as a fed tensor is
+    describe_output_apart(t, slot, stats, out);
   }
 }
 // An output the kernel did not produce (it failed): left out of the node's when it is read.

@@ -43,7 +43,7 @@ bool is_expensive(const Node& node) {
 
 // The feeds' slots, grouped per node in output order (so a fed node's outputs are consecutive
 // slots, as a node's are), and the fed nodes that do not run, which traced steps record.
-// Feeds are traced with code marked cold (here, describe_fed_tensor, add_fed_nodes): kept out
+// Feeds are traced with code marked cold (here, describe_fed in executor.cc, add_fed_nodes): kept out
 // of the budget GCC inlines with across this file, so that what it inlines into run_node (the
 // traced log's push_back) stays as it was.
 [[gnu::cold]] void place_feeds(Executor::Plan& plan, const FeedList& feeds, const std::vector<char>& needed,
