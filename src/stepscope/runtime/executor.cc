@@ -407,7 +407,8 @@ bool core_left_idle(size_t items, int cores_used) {
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
-// finish): a recorded output a slot, a recorded node and two recorded allocation records a node;
+// finish): a recorded output a slot, a recorded node and two allocation records a node (as
+// recorded_bytes_estimate reckons them);
 // and what the first read of its node entries writes: a node entry a node and fed node, on its
 // device, an output description a slot, a memory entry and two allocation records a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
@@ -417,9 +418,8 @@ StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
                               .memory = n,
                               .records = 2 * n,
                               .node_stats = {},
-                              .recorded = n,
-                              .recorded_outputs = slots,
-                              .recorded_allocations = 2 * n};
+                              .recorded_bytes = StepStats::recorded_bytes_estimate(n, 2 * n),
+                              .recorded_outputs = slots};
   sizes.node_stats.assign(plan.devices.size(), 0);
   for (const auto& item : plan.items) sizes.node_stats[static_cast<size_t>(item.device)]++;
   for (const auto& fed : plan.fed_nodes) sizes.node_stats[static_cast<size_t>(fed.device)]++;
@@ -636,6 +636,7 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     }
     const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);
     if (!slots.new_records.empty()) room.early.push_back(slots.new_records);
+    if (!slots.new_scratch.empty()) room.late.insert(room.late.begin(), slots.new_scratch);  // written first
     room_mapping.beside =
         map_room_and_name(*plan, !plan->has_names(), std::move(room), cores_used(), mapping);
     spare_wanted = begun.spare_wanted;

@@ -87,9 +87,9 @@ StepStats& StepStats::operator=(const StepStats& other) {
     recorded_outputs_ = other.recorded_outputs_;
     outputs_apart_ = other.outputs_apart_;
     recorded_ = other.recorded_;
-    recorded_allocations_ = other.recorded_allocations_;
-    records_apart_ = other.records_apart_;
-    times_apart_ = other.times_apart_;
+    num_recorded_nodes_ = other.num_recorded_nodes_;
+    num_recorded_records_ = other.num_recorded_records_;
+    num_recorded_groups_ = other.num_recorded_groups_;
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
@@ -109,13 +109,14 @@ StepStats& StepStats::operator=(const StepStats& other) {
 size_t StepStats::held_bytes() const {
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (unbuilt_.load(std::memory_order_acquire)) lock.lock();
+  // Unread, it holds what the step recorded (the arrays its entries will be made in keep the
+  // sizes of an earlier step's: see reuse_for_step).
+  if (unbuilt_.load(std::memory_order_relaxed))
+    return recorded_.size() + recorded_outputs_.size() * sizeof(RecordedOutput) +
+           outputs_apart_.size() * sizeof(OutputApart);
   size_t bytes = outputs_.size() * sizeof(NodeOutput) + memory_.size() * sizeof(AllocatorMemoryUsed) +
                  records_.size() * sizeof(AllocationRecord) + referenced_.size() * sizeof(AllocationDescription) +
                  alloc_ids_.size() * sizeof(int64_t);
-  if (unbuilt_.load(std::memory_order_relaxed))
-    bytes += recorded_.size() * sizeof(RecordedNode) + recorded_outputs_.size() * sizeof(RecordedOutput) +
-             outputs_apart_.size() * sizeof(OutputApart) + recorded_allocations_.size() * sizeof(RecordedAllocation) +
-             records_apart_.size() * sizeof(AllocationRecord) + times_apart_.size() * sizeof(NodeTimes);
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.size() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -132,8 +133,7 @@ struct Spare {
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
   std::vector<std::vector<NodeExecStats>> node_stats;
-  StepStats::RecordedArray recorded;
-  StepStats::RecordedAllocationArray recorded_allocations;
+  StepStats::RecordedBytes recorded;
   std::optional<StepStats::SpareFor> made_for;
 };
 constexpr size_t kSpareLimit = size_t{1} << 30;
@@ -150,17 +150,15 @@ StepStats::ArraySizes sizes_of(const Spare& s) {
                               .memory = s.memory.capacity(),
                               .records = s.records.capacity(),
                               .node_stats = {},
-                              .recorded = s.recorded.capacity(),
-                              .recorded_outputs = s.recorded_outputs.capacity(),
-                              .recorded_allocations = s.recorded_allocations.capacity()};
+                              .recorded_bytes = s.recorded.capacity(),
+                              .recorded_outputs = s.recorded_outputs.capacity()};
   for (const auto& nodes : s.node_stats) sizes.node_stats.push_back(nodes.capacity());
   return sizes;
 }
 // Whether arrays of sizes `have` hold a step of sizes `need`.
 bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records ||
-      have.recorded < need.recorded || have.recorded_outputs < need.recorded_outputs ||
-      have.recorded_allocations < need.recorded_allocations)
+      have.recorded_bytes < need.recorded_bytes || have.recorded_outputs < need.recorded_outputs)
     return false;
   for (size_t d = 0; d < need.node_stats.size(); ++d)
     if (need.node_stats[d] > (d < have.node_stats.size() ? have.node_stats[d] : 0)) return false;
@@ -177,14 +175,14 @@ StepStats::StepStats(StepStats&& other) noexcept
       dev_stats_(std::move(other.dev_stats_)),
       unbuilt_(other.unbuilt_.exchange(false)),
       recorded_(std::move(other.recorded_)),
+      num_recorded_nodes_(other.num_recorded_nodes_),
+      num_recorded_records_(other.num_recorded_records_),
+      num_recorded_groups_(other.num_recorded_groups_),
       names_(std::move(other.names_)),
       kernel_allocator_name_(other.kernel_allocator_name_),
       caller_thread_(other.caller_thread_),
       recorded_outputs_(std::move(other.recorded_outputs_)),
       outputs_apart_(std::move(other.outputs_apart_)),
-      recorded_allocations_(std::move(other.recorded_allocations_)),
-      records_apart_(std::move(other.records_apart_)),
-      times_apart_(std::move(other.times_apart_)),
       outputs_(std::move(other.outputs_)),
       memory_(std::move(other.memory_)),
       records_(std::move(other.records_)),
@@ -197,6 +195,9 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     dev_stats_ = std::move(other.dev_stats_);
     unbuilt_.store(other.unbuilt_.exchange(false), std::memory_order_relaxed);
     recorded_ = std::move(other.recorded_);
+    num_recorded_nodes_ = other.num_recorded_nodes_;
+    num_recorded_records_ = other.num_recorded_records_;
+    num_recorded_groups_ = other.num_recorded_groups_;
     names_ = std::move(other.names_);
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
@@ -204,9 +205,6 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     base_wall_ns = other.base_wall_ns;
     recorded_outputs_ = std::move(other.recorded_outputs_);
     outputs_apart_ = std::move(other.outputs_apart_);
-    recorded_allocations_ = std::move(other.recorded_allocations_);
-    records_apart_ = std::move(other.records_apart_);
-    times_apart_ = std::move(other.times_apart_);
     outputs_ = std::move(other.outputs_);
     memory_ = std::move(other.memory_);
     records_ = std::move(other.records_);
@@ -235,7 +233,6 @@ void StepStats::give_arrays_away() noexcept {
   std::swap(s.memory, memory_);
   std::swap(s.records, records_);
   std::swap(s.recorded, recorded_);
-  std::swap(s.recorded_allocations, recorded_allocations_);
   s.node_stats.clear();
   for (auto& dev : dev_stats_) {
     dev.node_stats.clear();
@@ -254,8 +251,6 @@ bool StepStats::take_spare_arrays() {
   if (memory_.capacity() < s.memory.capacity()) std::swap(memory_, s.memory);
   if (records_.capacity() < s.records.capacity()) std::swap(records_, s.records);
   if (recorded_.capacity() < s.recorded.capacity()) std::swap(recorded_, s.recorded);
-  if (recorded_allocations_.capacity() < s.recorded_allocations.capacity())
-    std::swap(recorded_allocations_, s.recorded_allocations);
   for (size_t d = 0; d < s.node_stats.size(); ++d) {
     if (d == dev_stats_.size()) dev_stats_.emplace_back();
     if (dev_stats_[d].node_stats.capacity() < s.node_stats[d].capacity())
@@ -267,8 +262,8 @@ bool StepStats::take_spare_arrays() {
 
 size_t StepStats::ArraySizes::bytes() const {
   size_t total = outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) +
-                 records * sizeof(AllocationRecord) + recorded * sizeof(RecordedNode) +
-                 recorded_outputs * sizeof(RecordedOutput) + recorded_allocations * sizeof(RecordedAllocation);
+                 records * sizeof(AllocationRecord) + recorded_bytes +
+                 recorded_outputs * sizeof(RecordedOutput);
   for (size_t n : node_stats) total += n * sizeof(NodeExecStats);
   return total;
 }
@@ -278,9 +273,8 @@ StepStats::ArraySizes StepStats::reserved_sizes() const {
                    .memory = memory_.capacity(),
                    .records = records_.capacity(),
                    .node_stats = {},
-                   .recorded = recorded_.capacity(),
-                   .recorded_outputs = recorded_outputs_.capacity(),
-                   .recorded_allocations = recorded_allocations_.capacity()};
+                   .recorded_bytes = recorded_.capacity(),
+                   .recorded_outputs = recorded_outputs_.capacity()};
   for (const auto& dev : dev_stats_) sizes.node_stats.push_back(dev.node_stats.capacity());
   return sizes;
 }
@@ -297,12 +291,11 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   made.outputs.reserve(sizes.outputs);
   made.memory.reserve(sizes.memory);
   made.records.reserve(sizes.records);
-  made.recorded.reserve(sizes.recorded);
-  made.recorded_allocations.reserve(sizes.recorded_allocations);
+  made.recorded.reserve(sizes.recorded_bytes);
   for (size_t n : sizes.node_stats) made.node_stats.emplace_back().reserve(n);
   made.made_for = why;
-  // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes and
-  // allocation records at its end, the node entries, output descriptions, memory entries and
+  // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes at its
+  // end, the node entries, output descriptions, memory entries and
   // allocation records when they are first read), then
   // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
@@ -310,7 +303,7 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   auto map = [&](const auto& array) {
     return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
-  if (!map(made.recorded_outputs) || !map(made.recorded) || !map(made.recorded_allocations)) return;
+  if (!map(made.recorded_outputs) || !map(made.recorded)) return;
   for (const auto& nodes : made.node_stats)
     if (!map(nodes)) return;
   if (!map(made.outputs) || !map(made.memory) || !map(made.records)) return;
@@ -323,13 +316,11 @@ void StepStats::clear() {
   dev_stats_.clear();
   unbuilt_.store(false, std::memory_order_relaxed);
   recorded_.clear();
+  num_recorded_nodes_ = num_recorded_records_ = num_recorded_groups_ = 0;
   names_.reset();
   base_ns = base_wall_ns = 0;
   recorded_outputs_.clear();
   outputs_apart_.clear();
-  recorded_allocations_.clear();
-  records_apart_.clear();
-  times_apart_.clear();
   outputs_.clear();
   memory_.clear();
   records_.clear();
@@ -345,7 +336,7 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   RecordedOutputArray recorded_outputs = std::move(recorded_outputs_);
   OutputArray outputs = std::move(outputs_);
   std::vector<AllocationRecord> records = std::move(records_);
-  RecordedArray recorded = std::move(recorded_);
+  RecordedBytes recorded = std::move(recorded_);
   clear();
   dev_stats_ = std::move(kept);
   for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
@@ -435,38 +426,10 @@ std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, s
   return stored_outputs(first, n);
 }
 
-std::span<StepStats::RecordedAllocation> StepStats::allocations_for_step(size_t n) {
-  recorded_allocations_.resize(n);
-  return recorded_allocations_;
-}
-
-void StepStats::keep_times_apart(RecordedNode& node, const NodeTimes& times) {
-  node.start = static_cast<uint32_t>(times_apart_.size());
-  node.item_and_flags |= RecordedNode::kTimesApart;
-  times_apart_.push_back(times);
-}
-
-StepStats::NodeTimes StepStats::times_of(const RecordedNode& node) const {
-  if (node.times_apart()) return times_apart_[node.start];
-  const int64_t start = base_ns + node.start;
-  return {start, start + node.duration, base_ns + node.scheduled};
-}
-
-void StepStats::keep_allocation_apart(RecordedAllocation& out, const AllocationRecord& record) {
-  out = {static_cast<uint32_t>(records_apart_.size()), RecordedAllocation::kKeptApart};
-  records_apart_.push_back(record);
-}
-
-AllocationRecord StepStats::allocation_of(const RecordedAllocation& recorded) const {
-  if (recorded.bytes == RecordedAllocation::kKeptApart) return records_apart_[recorded.at];
-  return {base_ns + recorded.at, recorded.bytes};
-}
-
 size_t StepStats::reserved_bytes() const {
   size_t bytes = recorded_outputs_.capacity() * sizeof(RecordedOutput) + outputs_.capacity() * sizeof(NodeOutput) +
                  memory_.capacity() * sizeof(AllocatorMemoryUsed) + records_.capacity() * sizeof(AllocationRecord) +
-                 recorded_.capacity() * sizeof(RecordedNode) +
-                 recorded_allocations_.capacity() * sizeof(RecordedAllocation);
+                 recorded_.capacity();
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
   return bytes;
 }
@@ -479,7 +442,6 @@ std::vector<std::span<const std::byte>> StepStats::room() const {
   };
   add(recorded_outputs_);  // first: the step writes them from its start
   add(recorded_);
-  add(recorded_allocations_);
   return room;
 }
 
@@ -549,15 +511,57 @@ std::span<const AllocatorMemoryUsed> StepStats::store_memory(std::span<const All
   return out;
 }
 
-void StepStats::reserve_recorded(size_t n, size_t outputs, size_t allocations) {
-  if (recorded_.capacity() < n) recorded_.reserve(n);
+void StepStats::reserve_recorded(size_t recorded_bytes, size_t outputs) {
+  if (recorded_.capacity() < recorded_bytes) recorded_.reserve(recorded_bytes);
   if (recorded_outputs_.capacity() < outputs) recorded_outputs_.reserve(outputs);
-  if (recorded_allocations_.capacity() < allocations) recorded_allocations_.reserve(allocations);
 }
 
-std::span<StepStats::RecordedNode> StepStats::recorded_for_step(size_t n) {
-  recorded_.resize(n);
-  return recorded_;
+StepStats::RecordedWriter::RecordedWriter(StepStats& stats) : stats_(&stats), last_start_(stats.base_ns) {
+  RecordedBytes& bytes = stats.recorded_;
+  bytes.resize(bytes.capacity());  // writes nothing (UninitializedAllocator)
+  at_ = bytes.data();
+  end_ = at_ + bytes.size();
+}
+
+void StepStats::RecordedWriter::grow(size_t bound) {
+  RecordedBytes& bytes = stats_->recorded_;
+  const size_t used = static_cast<size_t>(at_ - bytes.data());
+  bytes.resize(used);  // only what was written is copied
+  bytes.reserve(std::max(2 * bytes.capacity(), used + bound));
+  bytes.resize(bytes.capacity());
+  at_ = bytes.data() + used;
+  end_ = bytes.data() + bytes.size();
+}
+
+void StepStats::RecordedWriter::close() {
+  RecordedBytes& bytes = stats_->recorded_;
+  bytes.resize(static_cast<size_t>(at_ - bytes.data()));
+  stats_->num_recorded_nodes_ = nodes_;
+  stats_->num_recorded_records_ = records_;
+  stats_->num_recorded_groups_ = groups_;
+}
+
+StepStats::RecordedReader::RecordedReader(const StepStats& stats)
+    : at_(stats.recorded_.data()), end_(at_ + stats.recorded_.size()), start_(stats.base_ns) {}
+
+bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records) {
+  if (at_ == end_) return false;
+  const uint64_t head = get();
+  item_ = static_cast<uint32_t>(item_ + unzigzag(head >> 1));
+  start_ = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
+  const uint64_t duration = unzigzag(get());
+  const uint64_t waited = unzigzag(get());
+  thread_ = static_cast<uint32_t>(thread_ + unzigzag(get()));
+  in_use_ = static_cast<int64_t>(static_cast<uint64_t>(in_use_) + unzigzag(get()));
+  num_records = static_cast<size_t>(get());
+  node = {.item = item_,
+          .missing_outputs = (head & 1) != 0,
+          .thread_id = thread_,
+          .start_ns = start_,
+          .end_ns = static_cast<int64_t>(static_cast<uint64_t>(start_) + duration),
+          .scheduled_ns = static_cast<int64_t>(static_cast<uint64_t>(start_) - waited),
+          .bytes_in_use_at_end = in_use_};
+  return true;
 }
 
 void StepStats::PlanNames::wait_until_made() const {
@@ -606,7 +610,6 @@ void StepStats::build_nodes() const {
 // built, no allocation once the arrays have grown to the step's size.
 void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const PlanNames& names = *names_;
-  const std::span<const RecordedNode> recorded = recorded_;
   // The output descriptions, made a node's at a time (only the slots of nodes that ran, and the
   // fed ones, were written); no node entry views the array yet.
   if (outputs_.capacity() < recorded_outputs_.size()) {
@@ -614,12 +617,8 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     outputs_.reserve(recorded_outputs_.size());
   }
   outputs_.resize(recorded_outputs_.size());
-  // The allocation records, in the start order of their nodes: node k's are those from its
-  // records_begin to node k + 1's.
-  const size_t num_records = recorded_allocations_.size();
-  records_.resize(num_records);
-  for (size_t i = 0; i < num_records; ++i) records_[i] = allocation_of(recorded_allocations_[i]);
-  auto records_end = [&](size_t k) { return k + 1 < recorded.size() ? recorded[k + 1].records_begin : num_records; };
+  // The allocation records, in the start order of their nodes (read with them, below).
+  records_.resize(num_recorded_records_);
   auto& devices = dev_stats_;
   devices.resize(names.devices.size());
   for (size_t d = 0; d < devices.size(); ++d) {
@@ -627,17 +626,20 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     devices[d].node_stats.clear();
   }
   if (devices.size() == 1) {
-    devices[0].node_stats.reserve(names.fed.size() + recorded.size());
+    devices[0].node_stats.reserve(names.fed.size() + num_recorded_nodes_);
   } else {
     std::vector<size_t> per_device(devices.size());
     for (const auto& f : names.fed) per_device[static_cast<size_t>(f.device)]++;
-    for (const RecordedNode& r : recorded) per_device[static_cast<size_t>(names.items[r.item()].device)]++;
+    RecordedReader reader(*this);
+    RecordedNode r;
+    for (size_t num_records; reader.next(r, num_records);) {
+      per_device[static_cast<size_t>(names.items[r.item].device)]++;
+      for (size_t i = 0; i < num_records; ++i) (void)reader.record();
+    }
     for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
   // One memory entry per node with records (more only for nodes using several allocators).
-  size_t num_groups = 0;
-  for (size_t k = 0; k < recorded.size(); ++k) num_groups += records_end(k) > recorded[k].records_begin;
-  reserve(0, num_groups, 0);
+  reserve(0, num_recorded_groups_, 0);
 
   for (const ItemNames& f : names.fed) {
     devices[static_cast<size_t>(f.device)].node_stats.push_back({
@@ -662,10 +664,14 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const bool one_allocator = sources.empty();
   auto allocator_of = [&](size_t record) { return one_allocator ? nullptr : sources[record].allocator; };
   uintptr_t memory_end = 0;  // of the memory entries added last (for prefetching)
-  for (size_t k = 0; k < recorded.size(); ++k) {
-    const RecordedNode& r = recorded[k];
+  RecordedReader reader(*this);
+  RecordedNode r;
+  size_t begin = 0;  // the node's first allocation record
+  for (size_t num_records; reader.next(r, num_records); begin += num_records) {
+    const size_t end = begin + num_records;
+    for (size_t i = begin; i < end; ++i) records_[i] = reader.record();
     // The arrays written here are too big to stay in cache: ask for the lines a few nodes ahead.
-    const ItemNames& item = names.items[r.item()];
+    const ItemNames& item = names.items[r.item];
     const auto& ahead = devices[static_cast<size_t>(item.device)].node_stats;
     // Addresses computed as integers: a vector with nothing reserved yet has a null data(),
     // and pointer arithmetic on null is undefined (prefetching any address is harmless).
@@ -677,7 +683,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     // Outputs: in place, unless one is missing (the kernel failed): then the others are copied.
     std::span<const NodeOutput> node_outputs =
         describe_recorded_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
-    if (r.missing_outputs()) {
+    if (r.missing_outputs) {
       std::vector<NodeOutput> produced;
       for (const NodeOutput& out : node_outputs)
         if (out.tensor_description.allocation_description.allocator_name.data()) produced.push_back(out);
@@ -685,7 +691,6 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     }
 
     std::span<const AllocatorMemoryUsed> node_memory;
-    const size_t begin = r.records_begin, end = records_end(k);
     if (begin < end) {
       AllocationRecord* recs = records_.data();
       // Usually one allocator and in time order already (one thread's log); otherwise (frees
@@ -740,16 +745,15 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
       memory_end = reinterpret_cast<uintptr_t>(first_entry + runs);
     }
 
-    const NodeTimes times = times_of(r);
     devices[static_cast<size_t>(item.device)].node_stats.push_back({
         .node_name = item.name,
         .op_type = item.op_type,
         .node_id = item.node_id,
-        .scheduled_ns = times.scheduled_ns,
-        .all_start_ns = times.start_ns,
+        .scheduled_ns = r.scheduled_ns,
+        .all_start_ns = r.start_ns,
         .op_start_rel_ns = 0,
-        .op_end_rel_ns = times.end_ns - times.start_ns,
-        .all_end_rel_ns = times.end_ns - times.start_ns,
+        .op_end_rel_ns = r.end_ns - r.start_ns,
+        .all_end_rel_ns = r.end_ns - r.start_ns,
         .memory = node_memory,
         .output = node_outputs,
         .timeline_label = item.timeline_label,

@@ -11,12 +11,12 @@
 //    referenced_tensor, memory_stats.persistent_tensor_alloc_ids) are std::span views into flat
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
-// A traced step writes less than that: what it recorded of each node (a RecordedNode, 32 bytes,
-// its outputs, a RecordedOutput of 32 bytes each where a NodeOutput takes 144, and its
-// allocation records, 8 bytes each where an AllocationRecord takes 16) and the plan's names,
+// A traced step writes less than that: what it recorded of each node and its allocation records
+// (a stream of variable-length differences, ~15 bytes a node on small ops; see RecordedWriter),
+// its outputs (a RecordedOutput of 32 bytes each, where a NodeOutput takes 144) and the plan's names,
 // shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes ~80 bytes a node, not the ~420 its node entries
+// (most of what a flight recorder keeps) writes ~50 bytes a node, not the ~420 its node entries
 // take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
@@ -185,7 +185,7 @@ class StepStats {
   // Elements in the flat arrays (what copies of this StepStats copy).
   size_t num_stored_outputs() const { return outputs_.size(); }
   size_t num_recorded_outputs() const { return recorded_outputs_.size(); }
-  size_t num_stored_records() const { return std::max(records_.size(), recorded_allocations_.size()); }
+  size_t num_stored_records() const { return std::max(records_.size(), num_recorded_records_); }
 
   // What a traced step writes of an output while it runs (the executor's describe_output): 32
   // bytes, where the NodeOutput the first read makes of it takes 144 (most of that the shape's
@@ -267,76 +267,119 @@ class StepStats {
   void record_output(RecordedOutput& out, const NodeOutput& output, bool slot_is_place);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
-  // The room reserved beyond what the recorded outputs, the recorded nodes and the recorded
-  // allocation records hold, in that order: what a step writes from its start, and at its end,
-  // for an idle thread to fault in before (prefault_pages).
+  // The room reserved beyond what the recorded outputs and the recorded nodes hold, in that
+  // order: what a step writes from its start, and at its end, for an idle thread to fault in
+  // before (prefault_pages).
   std::vector<std::span<const std::byte>> room() const;
   // The bytes the node lists and the output, memory, record and recorded-node arrays have room
   // for (kept between steps; what a StepStats that goes away hands on, see ~StepStats).
   size_t reserved_bytes() const;
 
-  // What a traced step recorded of a node that ran (StepStatsBuilder::finish), in start order:
-  // what dev_stats() makes its node entry of. 32 bytes: its times are kept in 32 bits, as
-  // nanoseconds after the step's base_ns (record_times; a node that starts or ends 4.29 s or
-  // more after it has its times kept apart), and its allocation records are those from its
-  // records_begin to the next node's (the last node's: to the end).
+  // What a traced step recorded of a node that ran (StepStatsBuilder::finish): what dev_stats()
+  // makes its node entry of. Times in nanoseconds (now_ns's clock).
   struct RecordedNode {
-    uint32_t start;      // ns after base_ns; where times_apart(): the times' index in times_apart_
-    uint32_t duration;   // ns
-    uint32_t scheduled;  // ns after base_ns
-    uint32_t item_and_flags;      // its index in the plan's names (< 2^30); kMissingOutputs, kTimesApart
-    int64_t bytes_in_use_at_end;  // of the kernel's allocator
+    uint32_t item;          // its index in the plan's names
+    bool missing_outputs;   // the kernel failed: its outputs not produced are left out
     uint32_t thread_id;
-    uint32_t records_begin;  // in the recorded allocation records
-    // The kernel failed: its outputs not produced are left out.
-    static constexpr uint32_t kMissingOutputs = 1u << 31;
-    static constexpr uint32_t kTimesApart = 1u << 30;
-    uint32_t item() const { return item_and_flags & ~(kMissingOutputs | kTimesApart); }
-    bool missing_outputs() const { return item_and_flags & kMissingOutputs; }
-    bool times_apart() const { return item_and_flags & kTimesApart; }
-  };
-  static_assert(sizeof(RecordedNode) == 32);
-  // A node's times in nanoseconds (now_ns's clock).
-  struct NodeTimes {
     int64_t start_ns, end_ns, scheduled_ns;
+    int64_t bytes_in_use_at_end;  // of the kernel's allocator
   };
-  // Writes them into `node`, after base_ns and its item_and_flags are set (from the step's end:
-  // not thread-safe).
-  void record_times(RecordedNode& node, const NodeTimes& times) {
-    // Unsigned: a time before the one it follows does not fit either.
-    const uint64_t start = static_cast<uint64_t>(times.start_ns) - static_cast<uint64_t>(base_ns);
-    const uint64_t duration = static_cast<uint64_t>(times.end_ns) - static_cast<uint64_t>(times.start_ns);
-    const uint64_t scheduled = static_cast<uint64_t>(times.scheduled_ns) - static_cast<uint64_t>(base_ns);
-    if ((start | duration | scheduled) <= UINT32_MAX) [[likely]] {
-      node.start = static_cast<uint32_t>(start);
-      node.duration = static_cast<uint32_t>(duration);
-      node.scheduled = static_cast<uint32_t>(scheduled);
-    } else {
-      keep_times_apart(node, times);
+  // The recorded nodes, in start order, each followed by its allocation records, are kept as one
+  // stream of variable-length integers (LEB128), each the difference from what it follows most
+  // like: a node's start from the node's before, its end and scheduled time from its start, an
+  // allocation's time from its node's start. On a chain of small ops that is ~9 bytes a node and
+  // ~3 a record, where fixed fields took 32 and 8; on new memory a step's cost follows its bytes
+  // (a VM's host charges 2-13 µs a 4 KiB page). Every value fits: nothing is kept apart.
+  class RecordedWriter {
+   public:
+    // Appends a node and its `num_records` allocation records (from the step's end: not
+    // thread-safe).
+    void add(const RecordedNode& node, const AllocationRecord* records, size_t num_records) {
+      const size_t bound = kMaxNodeBytes + num_records * kMaxRecordBytes;
+      if (static_cast<size_t>(end_ - at_) < bound) [[unlikely]]
+        grow(bound);
+      uint8_t* p = at_;
+      p = put(p, (zigzag(node.item - uint64_t{last_item_}) << 1) | (node.missing_outputs ? 1 : 0));
+      p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(last_start_)));
+      p = put(p, zigzag(static_cast<uint64_t>(node.end_ns) - static_cast<uint64_t>(node.start_ns)));
+      p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(node.scheduled_ns)));
+      p = put(p, zigzag(uint64_t{node.thread_id} - uint64_t{last_thread_}));
+      p = put(p, zigzag(static_cast<uint64_t>(node.bytes_in_use_at_end) - static_cast<uint64_t>(last_in_use_)));
+      p = put(p, num_records);
+      for (size_t i = 0; i < num_records; ++i) {
+        p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
+        p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes)));
+      }
+      at_ = p;
+      last_item_ = node.item;
+      last_thread_ = node.thread_id;
+      last_start_ = node.start_ns;
+      last_in_use_ = node.bytes_in_use_at_end;
+      ++nodes_;
+      records_ += num_records;
+      groups_ += num_records > 0;
     }
-  }
-  NodeTimes times_of(const RecordedNode& node) const;
-  // What a traced step recorded of an allocation or a free: 8 bytes, where the AllocationRecord
-  // the first read makes of it takes 16. One that is not within 4.29 s after base_ns, or of 2 GiB
-  // or more, is kept apart whole.
-  struct RecordedAllocation {
-    uint32_t at;    // ns after base_ns; where bytes is kKeptApart: the record's index in records_apart_
-    int32_t bytes;  // negative: a free
-    static constexpr int32_t kKeptApart = INT32_MIN;
+    // The step's stream is whole: its size is what was written.
+    void close();
+
+   private:
+    friend class StepStats;
+    static constexpr size_t kMaxNodeBytes = 7 * 10, kMaxRecordBytes = 2 * 10;
+    explicit RecordedWriter(StepStats& stats);
+    void grow(size_t bound);
+    // The difference in two's complement, as the number of its magnitude: small either side of 0.
+    static uint64_t zigzag(uint64_t difference) {
+      return (difference << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(difference) >> 63);
+    }
+    static uint8_t* put(uint8_t* p, uint64_t v) {
+      while (v >= 0x80) {
+        *p++ = static_cast<uint8_t>(v | 0x80);
+        v >>= 7;
+      }
+      *p++ = static_cast<uint8_t>(v);
+      return p;
+    }
+    StepStats* stats_;
+    uint8_t *at_, *end_;
+    uint32_t last_item_ = 0, last_thread_ = 0;
+    int64_t last_start_, last_in_use_ = 0;
+    size_t nodes_ = 0, records_ = 0, groups_ = 0;
   };
-  // From the step's end, after base_ns is set: not thread-safe.
-  void record_allocation(RecordedAllocation& out, const AllocationRecord& record) {
-    const uint64_t at = static_cast<uint64_t>(record.alloc_ns) - static_cast<uint64_t>(base_ns);
-    // Within ±INT32_MAX (INT32_MIN is kKeptApart).
-    const bool bytes_fit = static_cast<uint64_t>(record.alloc_bytes) + uint64_t{INT32_MAX} <= uint64_t{2} * INT32_MAX;
-    if (at <= UINT32_MAX && bytes_fit) [[likely]]
-      out = {static_cast<uint32_t>(at), static_cast<int32_t>(record.alloc_bytes)};
-    else
-      keep_allocation_apart(out, record);
-  }
-  AllocationRecord allocation_of(const RecordedAllocation& recorded) const;
-  // How many times and records did not fit 32 bits (for tests: a real step's all do).
-  size_t num_kept_apart() const { return times_apart_.size() + records_apart_.size(); }
+  // The writer of a step's recorded nodes, after base_ns is set; what it held before is gone.
+  RecordedWriter write_recorded() { return RecordedWriter(*this); }
+  // Reads the stream back, a node at a time: next() gives the node and how many records follow
+  // it, record() each of them.
+  class RecordedReader {
+   public:
+    explicit RecordedReader(const StepStats& stats);
+    bool next(RecordedNode& node, size_t& num_records);
+    AllocationRecord record() {
+      const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
+      return {at, static_cast<int64_t>(unzigzag(get()))};
+    }
+
+   private:
+    static uint64_t unzigzag(uint64_t v) { return (v >> 1) ^ (uint64_t{0} - (v & 1)); }
+    uint64_t get() {
+      uint64_t v = 0;
+      for (unsigned shift = 0;; shift += 7) {
+        const uint8_t b = *at_++;
+        v |= uint64_t{b & 0x7fu} << shift;
+        if (!(b & 0x80)) return v;
+      }
+    }
+    const uint8_t *at_, *end_;
+    uint32_t item_ = 0, thread_ = 0;
+    int64_t start_, in_use_ = 0;
+  };
+  // How many nodes and allocation records the step recorded, and in how many bytes (until its
+  // node entries are made).
+  size_t num_recorded_nodes() const { return num_recorded_nodes_; }
+  size_t num_recorded_records() const { return num_recorded_records_; }
+  size_t num_recorded_bytes() const { return recorded_.size(); }
+  // The bytes to reserve for the recorded nodes of a step of n nodes and `records` allocation
+  // records, as most steps need (more only for long ops or big tensors: the writer grows).
+  static size_t recorded_bytes_estimate(size_t n, size_t records) { return 16 * n + 4 * records; }
   // What a plan's traced steps need of each node, names interned (Executor::Plan::names), shared
   // by the StepStats that hold its steps until their node entries are made.
   struct ItemNames {
@@ -370,15 +413,11 @@ class StepStats {
   // beside it has mapped.
   using OutputArray = std::vector<NodeOutput, UninitializedAllocator<NodeOutput>>;
   using RecordedOutputArray = std::vector<RecordedOutput, UninitializedAllocator<RecordedOutput>>;
-  using RecordedArray = std::vector<RecordedNode, UninitializedAllocator<RecordedNode>>;
-  using RecordedAllocationArray = std::vector<RecordedAllocation, UninitializedAllocator<RecordedAllocation>>;
+  using RecordedBytes = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
 
-  // Room for n recorded nodes and `allocations` recorded allocation records (what a step's end
-  // writes) and for `outputs` recorded outputs (outputs_for_step), then the step's nodes and
-  // allocation records, to fill in (not initialized).
-  void reserve_recorded(size_t n, size_t outputs = 0, size_t allocations = 0);
-  std::span<RecordedNode> recorded_for_step(size_t n);
-  std::span<RecordedAllocation> allocations_for_step(size_t n);
+  // Room for `recorded_bytes` of recorded nodes (what a step's end writes: see
+  // recorded_bytes_estimate) and for `outputs` recorded outputs (outputs_for_step).
+  void reserve_recorded(size_t recorded_bytes, size_t outputs = 0);
   // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
   // here where `sources` (one a stored allocation record) are given. Fed nodes come first, on
   // `caller_thread`, with no duration.
@@ -389,7 +428,7 @@ class StepStats {
   struct ArraySizes {
     size_t outputs = 0, memory = 0, records = 0;
     std::vector<size_t> node_stats;  // per device
-    size_t recorded = 0, recorded_outputs = 0, recorded_allocations = 0;
+    size_t recorded_bytes = 0, recorded_outputs = 0;
     size_t bytes() const;
   };
   ArraySizes reserved_sizes() const;
@@ -413,8 +452,6 @@ class StepStats {
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
   void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
-  void keep_times_apart(RecordedNode& node, const NodeTimes& times);
-  void keep_allocation_apart(RecordedAllocation& out, const AllocationRecord& record);
   // The output descriptions of slots [first, first + n) made of what the step recorded.
   std::span<const NodeOutput> describe_recorded_outputs(size_t first, size_t n);
   void make_node_entries(std::span<RecordSource> sources);
@@ -422,7 +459,9 @@ class StepStats {
   // Mutable: dev_stats() makes the node entries of a const StepStats.
   mutable std::vector<DeviceStepStats> dev_stats_;
   mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
-  mutable RecordedArray recorded_;
+  mutable RecordedBytes recorded_;  // the recorded nodes and their allocation records (RecordedWriter)
+  size_t num_recorded_nodes_ = 0, num_recorded_records_ = 0;
+  size_t num_recorded_groups_ = 0;  // nodes with allocation records
   mutable std::shared_ptr<const PlanNames> names_;  // of the plan that recorded it
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
@@ -436,9 +475,6 @@ class StepStats {
     Shape shape;
   };
   std::vector<OutputApart> outputs_apart_;
-  mutable RecordedAllocationArray recorded_allocations_;  // in start order of their nodes (until read)
-  std::vector<AllocationRecord> records_apart_;           // those that do not fit 8 bytes
-  std::vector<NodeTimes> times_apart_;                    // the recorded nodes' that do not fit 32 bits
   mutable OutputArray outputs_;
   mutable std::vector<AllocatorMemoryUsed> memory_;
   mutable std::vector<AllocationRecord> records_;

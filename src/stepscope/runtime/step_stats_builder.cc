@@ -18,13 +18,15 @@ StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, Step
   bool spare_wanted = false;
   stats.reuse_for_step(&spare_wanted);
   // Room for what the step writes, made now so that a thread left idle can fault it in while
-  // the step runs (StepStats::room): a recorded output a slot, and at its end a recorded node
-  // and two allocation records a node, as most nodes have (finish() grows them where a step
-  // has more).
+  // the step runs (StepStats::room): a recorded output a slot, and at its end the recorded nodes,
+  // as many bytes as the last step's and an eighth more (the first: two allocation records a
+  // node, as most nodes have). finish() grows the room where a step needs more.
   const size_t n = plan.items.size();
   const size_t num_slots = static_cast<size_t>(plan.num_slots);
   const size_t reserved = stats.reserved_bytes();
-  stats.reserve_recorded(n, num_slots, 2 * n);
+  const size_t recorded_bytes = last_recorded_bytes_ ? last_recorded_bytes_ + last_recorded_bytes_ / 8
+                                                     : StepStats::recorded_bytes_estimate(n, 2 * n);
+  stats.reserve_recorded(recorded_bytes, num_slots);
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};
@@ -39,9 +41,16 @@ StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, Step
       new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
     }
   }
+  std::span<const std::byte> new_scratch;
+  if (grouped_.capacity() < 2 * plan.items.size()) {
+    grouped_.clear();  // nothing to keep: no copy
+    grouped_.reserve(2 * plan.items.size());
+    new_scratch = std::as_bytes(std::span(grouped_.data(), grouped_.capacity()));
+  }
   // One recorded output per slot of the plan, in place: a node's outputs are consecutive slots,
   // so its output descriptions are made in place on the first read.
-  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records};
+  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records,
+          new_scratch};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,
@@ -70,8 +79,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
     order = order_;
   }
 
-  // 2. The step's allocation records grouped per node in start order (a counting sort), written
-  // in place: the node at position k has the records [cursor[k - 1], cursor[k]). Events of
+  // 2. The step's allocation records grouped per node in start order (a counting sort, into the
+  // builder's scratch): the node at position k has the records [cursor[k - 1], cursor[k]). Events of
   // nodes that did not run (none usually) are left out. The threads' logs are stamped in ticks,
   // the other log (frees from elsewhere) in nanoseconds. Usually every event is the kernel
   // allocator's; otherwise sources[] has each record's allocator, its name and figure, taken now
@@ -104,7 +113,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   count(other);
   for (size_t k = 0; k < num_ran; ++k) cursor[k + 1] += cursor[k];
   const size_t num_events = static_cast<size_t>(cursor[num_ran]);
-  const std::span<StepStats::RecordedAllocation> allocation_records = stats.allocations_for_step(num_events);
+  auto& grouped = grouped_;
+  grouped.resize(num_events);  // not initialized: each is written below
   auto& sources = sources_;
   sources.resize(one_allocator ? 0 : num_events);
   const Allocator* named = nullptr;  // the allocator whose name is in `name`
@@ -114,8 +124,7 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
       const int32_t k = position_of(e.node);
       if (k < 0) continue;
       const int32_t at = cursor[static_cast<size_t>(k)]++;
-      stats.record_allocation(allocation_records[static_cast<size_t>(at)],
-                              {ticks ? clock.ns(e.time_ns) : e.time_ns, e.bytes});
+      grouped[static_cast<size_t>(at)] = {ticks ? clock.ns(e.time_ns) : e.time_ns, e.bytes};
       if (one_allocator) continue;
       if (e.allocator != named) {
         named = e.allocator;
@@ -130,22 +139,24 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   for (const auto* log : logs) place(*log, true);
   place(other, false);
 
-  // 3. The nodes as recorded, in start order, times in nanoseconds: the StepStats makes their
-  // node entries when they are first read, with the plan's names (which a thread beside a plan's
-  // first traced step may still be making: the first read waits for them).
-  const std::span<StepStats::RecordedNode> recorded = stats.recorded_for_step(num_ran);
+  // 3. The nodes as recorded, in start order, times in nanoseconds, each with its records: the
+  // StepStats makes their node entries when they are first read, with the plan's names (which a
+  // thread beside a plan's first traced step may still be making: the first read waits for them).
+  StepStats::RecordedWriter writer = stats.write_recorded();
   for (size_t k = 0; k < num_ran; ++k) {
-    const int32_t p = order[k];
-    const NodeRecord& r = records[p];
-    // Each field stored whole, in place (a copy of the node built beside would be read back
-    // before its parts were stored).
-    StepStats::RecordedNode& node = recorded[k];
-    node.item_and_flags = static_cast<uint32_t>(p) | (r.missing_outputs ? StepStats::RecordedNode::kMissingOutputs : 0);
-    node.bytes_in_use_at_end = r.bytes_in_use_at_end;
-    node.thread_id = r.thread_id;
-    node.records_begin = k == 0 ? 0u : static_cast<uint32_t>(cursor[k - 1]);
-    stats.record_times(node, {clock.ns(r.start), clock.ns(r.end), clock.ns(r.scheduled)});
+    const NodeRecord& r = records[order[k]];
+    const size_t begin = k == 0 ? 0 : static_cast<size_t>(cursor[k - 1]);
+    writer.add({.item = static_cast<uint32_t>(order[k]),
+                .missing_outputs = r.missing_outputs != 0,
+                .thread_id = r.thread_id,
+                .start_ns = clock.ns(r.start),
+                .end_ns = clock.ns(r.end),
+                .scheduled_ns = clock.ns(r.scheduled),
+                .bytes_in_use_at_end = r.bytes_in_use_at_end},
+               grouped.data() + begin, static_cast<size_t>(cursor[k]) - begin);
   }
+  writer.close();
+  last_recorded_bytes_ = stats.num_recorded_bytes();
   // Where the records came from several allocators, the node entries are made at once.
   static const std::string_view kernel_allocator_name = StepStats::intern(kernel_allocator->name());
   stats.set_recorded(plan.names_to_come(), kernel_allocator_name, current_thread_id(), sources);

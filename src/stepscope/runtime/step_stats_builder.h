@@ -4,7 +4,7 @@
 // While the step runs, each node writes its NodeRecord and its outputs' descriptions into
 // slots preallocated for it (no lock, no allocation, no string); its allocations go to the
 // AllocationRecorder's per-thread logs. After the step, finish() writes into the StepStats the
-// nodes in start order (StepStats::RecordedNode) and their allocation records, with the plan's
+// nodes in start order, each with its allocation records (StepStats::RecordedWriter), with the plan's
 // names (made once per plan, shared): the StepStats makes its node entries of them when they are
 // first read. No lock, no map, no string built, no allocation once the arrays have grown to the
 // step's size: the builder's scratch is kept with the plan's step buffers, and a StepStats
@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stepscope/base/uninitialized_allocator.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/core/tensor.h"
 #include "stepscope/runtime/executor.h"
@@ -101,6 +102,9 @@ class StepStatsBuilder {
     // The records where they were made now (a plan's first traced step, unless they were made
     // ahead), not mapped: the caller has them mapped with the room, as it does the outputs.
     std::span<const std::byte> new_records;
+    // The scratch finish() groups the allocation records in, where made now (not mapped either;
+    // written at the step's end).
+    std::span<const std::byte> new_scratch;
   };
   // Then the slots: the output descriptions are the room's (StepStats::room).
   Slots slots(const Executor::Plan& plan, StepStats& stats);
@@ -116,6 +120,9 @@ class StepStatsBuilder {
   std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
   std::vector<int32_t> order_, cursor_, position_;  // scratch of finish()
   std::vector<StepStats::RecordSource> sources_;  // each allocation record's allocator, when needed
+  // The step's allocation records, grouped by node (finish), room for two a node.
+  std::vector<AllocationRecord, UninitializedAllocator<AllocationRecord>> grouped_;
+  size_t last_recorded_bytes_ = 0;  // of the step before (StepStats::num_recorded_bytes)
 };
 
 }  // namespace stepscope

@@ -16,16 +16,11 @@
 namespace stepscope {
 namespace {
 
-// Writes a recorded node as StepStatsBuilder::finish does: its times (start, end, scheduled), plan
-// index, the allocator's bytes in use at its end, thread, the first of its allocation records
-// (the next node's first ends them) and whether it has outputs missing.
-void record_node(StepStats& st, StepStats::RecordedNode& node, const StepStats::NodeTimes& times, uint32_t item,
-                 int64_t bytes_in_use_at_end, uint32_t thread_id, uint32_t records_begin, bool missing = false) {
-  node.item_and_flags = item | (missing ? StepStats::RecordedNode::kMissingOutputs : 0);
-  node.bytes_in_use_at_end = bytes_in_use_at_end;
-  node.thread_id = thread_id;
-  node.records_begin = records_begin;
-  st.record_times(node, times);
+// Writes one recorded node with no allocation records, as StepStatsBuilder::finish does.
+void record_one_node(StepStats& st, const StepStats::RecordedNode& node) {
+  StepStats::RecordedWriter writer = st.write_recorded();
+  writer.add(node, nullptr, 0);
+  writer.close();
 }
 
 TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
@@ -164,27 +159,28 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
 }
 
 // room() is what is reserved and not yet written, for a thread to fault in before a step's end
-// writes it: the recorded outputs, the recorded nodes and the allocation records.
+// writes it: the recorded outputs and the recorded nodes.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
-  st.reserve_recorded(10, 7, 8);
-  st.recorded_for_step(4);
+  st.reserve_recorded(100, 7);
   // Output descriptions, memory entries and their allocation records: not room (the first read
   // writes them).
   st.reserve(7, 5, 8);
   const auto written = st.outputs_for_step(3);
-  st.allocations_for_step(2);
-  const auto room = st.room();
-  ASSERT_EQ(room.size(), 3u);  // recorded outputs, recorded nodes, recorded allocation records
+  auto room = st.room();
+  ASSERT_EQ(room.size(), 2u);  // recorded outputs, recorded nodes
   EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(written.data() + 3));
   EXPECT_EQ(room[0].size(), 4 * sizeof(StepStats::RecordedOutput));
-  EXPECT_EQ(room[1].size(), (10 - 4) * sizeof(StepStats::RecordedNode));
-  EXPECT_EQ(room[2].size(), (8 - 2) * sizeof(StepStats::RecordedAllocation));
-  // Written up to capacity: no room left.
-  st.recorded_for_step(10);
-  EXPECT_TRUE(st.room()[1].empty());
+  EXPECT_EQ(room[1].size(), 100u);
+  // A node of 7 bytes (each field a byte) written: the room after it is left.
+  const std::byte* recorded = room[1].data();
+  record_one_node(st, {.item = 1, .missing_outputs = false, .thread_id = 1, .start_ns = 5, .end_ns = 6,
+                       .scheduled_ns = 4, .bytes_in_use_at_end = 8});
+  room = st.room();
+  EXPECT_EQ(room[1].data(), recorded + 7);
+  EXPECT_EQ(room[1].size(), 100u - 7);
 }
 
 // reserved_bytes() is what the arrays have room for, written or not: it grows only where a
@@ -221,45 +217,81 @@ TEST(StepStats, MemoryOfRecordsStoredAlreadyViewsThem) {
   EXPECT_EQ(memory[0].allocation_records[0].alloc_bytes, -4);
 }
 
-// A step records a node's times in 32 bits after its base, and an allocation record in 8
-// bytes: what does not fit (a node that ends 4.29 s or more after the step started, or a
-// scheduled time before it; an allocation of 2 GiB or more) is kept apart, and reads back the
-// same, in the StepStats and in a copy of it.
-TEST(StepStats, TimesAndRecordsThatDoNotFitAreKeptApart) {
+// A step records its nodes and their allocation records as differences, each in as few bytes
+// as it needs: any value reads back whole, in the StepStats and in a copy of it (times before the
+// step's base, long ops, 2^40-byte allocations, the ends of int64's range), and a node of small
+// differences takes a byte a field.
+TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
   StepStats st;
   st.base_ns = 1'000'000'000'000;
   const int64_t base = st.base_ns;
-  const std::vector<StepStats::NodeTimes> times = {
-      {base + 5, base + 15, base + 2},
-      {base + 5, base + 5'000'000'000, base},         // ends 5 s later
-      {base + 4'294'967'295, base + 4'294'967'295 + 1, base},  // starts at the last ns that fits...
-      {base + 10, base + 20, base - 1},                        // scheduled before the step started
+  using Node = StepStats::RecordedNode;
+  const std::vector<Node> nodes = {
+      {.item = 3, .missing_outputs = false, .thread_id = 7, .start_ns = base + 5, .end_ns = base + 15,
+       .scheduled_ns = base + 2, .bytes_in_use_at_end = 64},
+      {.item = 1, .missing_outputs = true, .thread_id = 2, .start_ns = base + 5, .end_ns = base + 5'000'000'000,
+       .scheduled_ns = base, .bytes_in_use_at_end = int64_t{1} << 40},
+      {.item = UINT32_MAX, .missing_outputs = false, .thread_id = UINT32_MAX, .start_ns = base - 10,
+       .end_ns = base - 20, .scheduled_ns = base + 100, .bytes_in_use_at_end = 0},
+      {.item = 0, .missing_outputs = false, .thread_id = 0, .start_ns = INT64_MAX, .end_ns = INT64_MIN,
+       .scheduled_ns = INT64_MIN, .bytes_in_use_at_end = INT64_MIN},
+      {.item = 4, .missing_outputs = false, .thread_id = 7, .start_ns = INT64_MIN, .end_ns = INT64_MAX,
+       .scheduled_ns = INT64_MAX, .bytes_in_use_at_end = INT64_MAX},
   };
-  std::vector<StepStats::RecordedNode> nodes(times.size());
-  for (size_t i = 0; i < times.size(); ++i) st.record_times(nodes[i], times[i]);
-  EXPECT_FALSE(nodes[0].times_apart());
-  EXPECT_TRUE(nodes[1].times_apart());
-  EXPECT_FALSE(nodes[2].times_apart());  // ...and lasts 1 ns
-  EXPECT_TRUE(nodes[3].times_apart());
-  const std::vector<AllocationRecord> records = {
-      {base + 7, 64}, {base + 8, -64}, {base + 9, int64_t{3} << 31}, {base + 9, -(int64_t{1} << 31)},
-      {base + 9, INT32_MAX}, {base + 9, -INT32_MAX}, {base + 6'000'000'000, 8}};
-  std::vector<StepStats::RecordedAllocation> recorded(records.size());
-  for (size_t i = 0; i < records.size(); ++i) st.record_allocation(recorded[i], records[i]);
-  EXPECT_EQ(st.num_kept_apart(), 2u + 3u);  // times of nodes 1 and 3; 2^32 and -2^31 bytes, 6 s
+  const std::vector<std::vector<AllocationRecord>> records = {
+      {{base + 7, 64}, {base + 8, -64}},
+      {{base + 9, int64_t{3} << 40}, {base + 9, -(int64_t{1} << 31)}, {base + 6'000'000'000, 8}},
+      {},
+      {{INT64_MIN, INT64_MIN}, {INT64_MAX, INT64_MAX}},
+      {{base, 0}},
+  };
+  st.reserve_recorded(8);  // too little: the writer grows the stream
+  StepStats::RecordedWriter writer = st.write_recorded();
+  for (size_t k = 0; k < nodes.size(); ++k) writer.add(nodes[k], records[k].data(), records[k].size());
+  writer.close();
+  EXPECT_EQ(st.num_recorded_nodes(), nodes.size());
+  EXPECT_EQ(st.num_recorded_records(), 8u);
+  auto names = std::make_shared<StepStats::PlanNames>();  // none read: the entries are not made
+  names->set_state(StepStats::PlanNames::kMade);
+  st.set_recorded(names, StepStats::intern("cpu"), 0);  // a step recorded, and not read, is copied as it is
   const StepStats copy = st;
-  for (size_t i = 0; i < times.size(); ++i) {
-    const StepStats::NodeTimes back = st.times_of(nodes[i]);
-    EXPECT_EQ(back.start_ns, times[i].start_ns) << i;
-    EXPECT_EQ(back.end_ns, times[i].end_ns) << i;
-    EXPECT_EQ(back.scheduled_ns, times[i].scheduled_ns) << i;
+  for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy}) {
+    StepStats::RecordedReader reader(*read);
+    Node node;
+    size_t num_records = 0;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      ASSERT_TRUE(reader.next(node, num_records)) << k;
+      EXPECT_EQ(node.item, nodes[k].item) << k;
+      EXPECT_EQ(node.missing_outputs, nodes[k].missing_outputs) << k;
+      EXPECT_EQ(node.thread_id, nodes[k].thread_id) << k;
+      EXPECT_EQ(node.start_ns, nodes[k].start_ns) << k;
+      EXPECT_EQ(node.end_ns, nodes[k].end_ns) << k;
+      EXPECT_EQ(node.scheduled_ns, nodes[k].scheduled_ns) << k;
+      EXPECT_EQ(node.bytes_in_use_at_end, nodes[k].bytes_in_use_at_end) << k;
+      ASSERT_EQ(num_records, records[k].size()) << k;
+      for (const AllocationRecord& want : records[k]) {
+        const AllocationRecord got = reader.record();
+        EXPECT_EQ(got.alloc_ns, want.alloc_ns) << k;
+        EXPECT_EQ(got.alloc_bytes, want.alloc_bytes) << k;
+      }
+    }
+    EXPECT_FALSE(reader.next(node, num_records));
   }
-  for (size_t i = 0; i < records.size(); ++i) {
-    EXPECT_EQ(st.allocation_of(recorded[i]).alloc_ns, records[i].alloc_ns) << i;
-    EXPECT_EQ(st.allocation_of(recorded[i]).alloc_bytes, records[i].alloc_bytes) << i;
+
+  // Small differences: a byte a field (item +1, start +60 ns, 30 ns long, scheduled 10 ns before,
+  // the same thread, 32 bytes more in use, one record 20 ns in of 32 bytes).
+  StepStats small;
+  small.base_ns = base;
+  StepStats::RecordedWriter w = small.write_recorded();
+  for (uint32_t i = 0; i < 100; ++i) {
+    const int64_t start = base + 60 * (i + 1);
+    const AllocationRecord record{start + 20, 32};
+    w.add({.item = i + 1, .missing_outputs = false, .thread_id = 0, .start_ns = start, .end_ns = start + 30,
+           .scheduled_ns = start - 10, .bytes_in_use_at_end = 32 * int64_t{i + 1}},
+          &record, 1);
   }
-  EXPECT_EQ(recorded[2].bytes, StepStats::RecordedAllocation::kKeptApart);
-  EXPECT_EQ(recorded[4].bytes, INT32_MAX);
+  w.close();
+  EXPECT_EQ(small.num_recorded_bytes(), 100u * (7 + 2));
 }
 
 // What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
@@ -283,24 +315,25 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
     st.record_output(outputs[slot], out, true);  // each the output 0 of its node
   }
   st.base_ns = 1;
-  st.reserve_recorded(2, 0, 3);
-  const std::span<StepStats::RecordedAllocation> records = st.allocations_for_step(3);
-  st.record_allocation(records[0], {30, -8});  // a's output, freed after b ran, listed first
-  st.record_allocation(records[1], {10, 8});
-  st.record_allocation(records[2], {20, 4});
+  const AllocationRecord a_records[] = {{30, -8}, {10, 8}};  // a's output, freed after b ran, listed first
+  const AllocationRecord b_records[] = {{20, 4}};
   auto names = std::make_shared<StepStats::PlanNames>();
   names->items = {{"a", "Op", "a = Op(x)", 1, 1, 1, 0}, {"b", "Op", "b = Op(a)", 2, 2, 1, 0}};
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 0, 0, 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
-  const std::span<StepStats::RecordedNode> recorded = st.recorded_for_step(2);
-  record_node(st, recorded[0], {5, 15, 2}, 0, 8, 7, 0);
-  record_node(st, recorded[1], {16, 20, 15}, 1, 12, 7, 2);
+  StepStats::RecordedWriter writer = st.write_recorded();
+  writer.add({.item = 0, .missing_outputs = false, .thread_id = 7, .start_ns = 5, .end_ns = 15, .scheduled_ns = 2,
+              .bytes_in_use_at_end = 8},
+             a_records, 2);
+  writer.add({.item = 1, .missing_outputs = false, .thread_id = 7, .start_ns = 16, .end_ns = 20, .scheduled_ns = 15,
+              .bytes_in_use_at_end = 12},
+             b_records, 1);
+  writer.close();
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
-  EXPECT_EQ(st.num_kept_apart(), 0u);
-  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 3 * sizeof(StepStats::RecordedAllocation) +
-                                2 * sizeof(StepStats::RecordedNode));
+  // Each of the two nodes' seven fields and the three records' two a byte.
+  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 2 * 7 + 3 * 2);
 
   const StepStats& read = st;
   ASSERT_EQ(read.dev_stats().size(), 1u);
@@ -393,9 +426,8 @@ TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 1, static_cast<int32_t>(n), 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
-  st.reserve_recorded(1);
-  StepStats::RecordedNode& node = st.recorded_for_step(1)[0];
-  record_node(st, node, {5, 15, 2}, 0, 0, 7, 0, true);
+  record_one_node(st, {.item = 0, .missing_outputs = true, .thread_id = 7, .start_ns = 5, .end_ns = 15,
+                       .scheduled_ns = 2, .bytes_in_use_at_end = 0});
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   const StepStats copy = st;
   auto expect_same = [](const NodeOutput& x, const NodeOutput& y) {
@@ -432,10 +464,8 @@ TEST(StepStats, TheFirstReadWaitsForThePlansNames) {
     st.reuse_for_step();
     st.reserve(1, 0, 0);
     st.outputs_for_step(1)[0] = {};
-    st.allocations_for_step(0);
-    st.reserve_recorded(1);
-    StepStats::RecordedNode& node = st.recorded_for_step(1)[0];
-    record_node(st, node, {5, 15, 2}, 0, 0, 7, 0);
+    record_one_node(st, {.item = 0, .missing_outputs = false, .thread_id = 7, .start_ns = 5, .end_ns = 15,
+                         .scheduled_ns = 2, .bytes_in_use_at_end = 0});
     st.set_recorded(names, StepStats::intern("cpu"), 3);
   };
   StepStats failed;
