@@ -407,9 +407,8 @@ bool core_left_idle(size_t items, int cores_used) {
 }
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
-// finish): a recorded output a slot, a recorded node and two allocation records a node (as
-// recorded_bytes_estimate reckons them);
-// and what the first read of its node entries writes: a node entry a node and fed node, on its
+// finish): its recorded stream, as recorded_bytes_estimate reckons it for two allocation
+// records a node and an output a slot; and what the first read of its node entries writes: a node entry a node and fed node, on its
 // device, an output description a slot, a memory entry and two allocation records a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   const size_t n = plan.items.size();
@@ -418,8 +417,7 @@ StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
                               .memory = n,
                               .records = 2 * n,
                               .node_stats = {},
-                              .recorded_bytes = StepStats::recorded_bytes_estimate(n, 2 * n),
-                              .recorded_outputs = slots};
+                              .recorded_bytes = StepStats::recorded_bytes_estimate(n, 2 * n, slots)};
   sizes.node_stats.assign(plan.devices.size(), 0);
   for (const auto& item : plan.items) sizes.node_stats[static_cast<size_t>(item.device)]++;
   for (const auto& fed : plan.fed_nodes) sizes.node_stats[static_cast<size_t>(fed.device)]++;
@@ -489,7 +487,7 @@ void Executor::prepare_traced_steps(Plan& plan) const {
     if (stopped.load(std::memory_order_relaxed)) return;
     AllocationRecorder::prepare(2 * n, n, &stopped);  // what run() expects a step to record
     if (stopped.load(std::memory_order_relaxed)) return;
-    plan.prepare_records();
+    plan.prepare_scratch();
     if (stopped.load(std::memory_order_relaxed)) return;
     plan.names();
   };
@@ -629,14 +627,13 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     start = StepClock::Point::now();
     s.start_ticks = start.ticks;
     const StepStatsBuilder::Begun begun = buf->trace.begin(*plan, *stats, start);
-    if (begun.new_room) {  // the output descriptions, written from the step's start; the rest at its end
-      const auto spans = stats->room();
-      room.early.insert(room.early.begin(), spans.front());
-      room.late.assign(spans.begin() + 1, spans.end());
+    const StepStatsBuilder::Slots slots = buf->trace.slots(*plan);
+    if (slots.new_scratch) {  // the records and outputs written from the step's start; the rest at its end
+      const auto memory = slots.new_scratch->memory();
+      room.early.insert(room.early.end(), memory.begin(), memory.end() - 1);
+      room.late.push_back(memory.back());
     }
-    const StepStatsBuilder::Slots slots = buf->trace.slots(*plan, *stats);
-    if (!slots.new_records.empty()) room.early.push_back(slots.new_records);
-    if (!slots.new_scratch.empty()) room.late.insert(room.late.begin(), slots.new_scratch);  // written first
+    if (begun.new_room) room.late.push_back(stats->room());
     room_mapping.beside =
         map_room_and_name(*plan, !plan->has_names(), std::move(room), cores_used(), mapping);
     spare_wanted = begun.spare_wanted;

@@ -367,11 +367,12 @@ TEST(Executor, APlanOfASessionThatExpectsTracedStepsHasASpareSetMadeAhead) {
   for (int nodes : {2000, 20000}) {
     SCOPED_TRACE(nodes);
     const StepStats::ArraySizes made = spare_after_a_first_step(nodes, true);
-    EXPECT_GE(made.recorded_outputs, nodes + 1u);  // a slot a node, and the fed x
-    EXPECT_GE(made.outputs, nodes + 1u);           // their descriptions, when read
+    // The stream the step writes: its nodes, two records a node, an output a slot (a node's and
+    // the fed x's).
+    EXPECT_GE(made.recorded_bytes, StepStats::recorded_bytes_estimate(nodes, 2u * nodes, nodes + 1u));
+    EXPECT_GE(made.outputs, nodes + 1u);  // the output descriptions, when read
     EXPECT_GE(made.memory, nodes + 0u);
     EXPECT_GE(made.records, 2u * nodes);
-    EXPECT_GE(made.recorded_bytes, StepStats::recorded_bytes_estimate(nodes, 2u * nodes));  // the step's nodes
     ASSERT_EQ(made.node_stats.size(), 1u);
     EXPECT_GE(made.node_stats[0], nodes + 1u);
   }
@@ -406,7 +407,7 @@ TEST(Executor, ATracedStepStopsItsPlansPreparationAndMakesItsOwnMemory) {
   RunOptions opts;
   opts.trace_level = TraceLevel::kFullTrace;
   RunMetadata traced;
-  traced.step_stats.outputs_for_step(1);  // memory of its own: it neither takes a spare set nor asks for one
+  traced.step_stats.reserve_recorded(1);  // memory of its own: it neither takes a spare set nor asks for one
   // The preparation is held until the step has stopped it (10 s at most: one never stopped then
   // makes its set, and the check below fails).
   Executor::Plan::before_preparing_beside = [](const std::atomic<bool>& stopped) {
@@ -474,8 +475,7 @@ TEST(Executor, StepsTracedIntoKeptRunMetadataHaveTheNextOnesArraysMadeBeside) {
   StepStats next;
   bool spare_wanted = false;
   next.reuse_for_step(&spare_wanted);
-  next.outputs_for_step(1);
-  EXPECT_GE(next.reserved_sizes().recorded_outputs, 2001u);
+  EXPECT_GE(next.reserved_sizes().recorded_bytes, kept.back().step_stats.num_recorded_bytes());  // a step's
   EXPECT_TRUE(spare_wanted);
 }
 

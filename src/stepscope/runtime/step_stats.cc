@@ -84,12 +84,12 @@ StepStats& StepStats::operator=(const StepStats& other) {
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
   if (other.unbuilt_.load(std::memory_order_relaxed)) {
-    recorded_outputs_ = other.recorded_outputs_;
     outputs_apart_ = other.outputs_apart_;
     recorded_ = other.recorded_;
     num_recorded_nodes_ = other.num_recorded_nodes_;
     num_recorded_records_ = other.num_recorded_records_;
     num_recorded_groups_ = other.num_recorded_groups_;
+    num_recorded_slots_ = other.num_recorded_slots_;
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
@@ -112,8 +112,7 @@ size_t StepStats::held_bytes() const {
   // Unread, it holds what the step recorded (the arrays its entries will be made in keep the
   // sizes of an earlier step's: see reuse_for_step).
   if (unbuilt_.load(std::memory_order_relaxed))
-    return recorded_.size() + recorded_outputs_.size() * sizeof(RecordedOutput) +
-           outputs_apart_.size() * sizeof(OutputApart);
+    return recorded_.size() + outputs_apart_.size() * sizeof(OutputApart);
   size_t bytes = outputs_.size() * sizeof(NodeOutput) + memory_.size() * sizeof(AllocatorMemoryUsed) +
                  records_.size() * sizeof(AllocationRecord) + referenced_.size() * sizeof(AllocationDescription) +
                  alloc_ids_.size() * sizeof(int64_t);
@@ -128,7 +127,6 @@ namespace {
 // workplace's VMs, ~1 µs a node each time).
 // A set made ahead (StepStats::prepare_spare) says what for; a set a StepStats left, nothing.
 struct Spare {
-  StepStats::RecordedOutputArray recorded_outputs;
   StepStats::OutputArray outputs;
   std::vector<AllocatorMemoryUsed> memory;
   std::vector<AllocationRecord> records;
@@ -150,15 +148,14 @@ StepStats::ArraySizes sizes_of(const Spare& s) {
                               .memory = s.memory.capacity(),
                               .records = s.records.capacity(),
                               .node_stats = {},
-                              .recorded_bytes = s.recorded.capacity(),
-                              .recorded_outputs = s.recorded_outputs.capacity()};
+                              .recorded_bytes = s.recorded.capacity()};
   for (const auto& nodes : s.node_stats) sizes.node_stats.push_back(nodes.capacity());
   return sizes;
 }
 // Whether arrays of sizes `have` hold a step of sizes `need`.
 bool holds(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   if (have.outputs < need.outputs || have.memory < need.memory || have.records < need.records ||
-      have.recorded_bytes < need.recorded_bytes || have.recorded_outputs < need.recorded_outputs)
+      have.recorded_bytes < need.recorded_bytes)
     return false;
   for (size_t d = 0; d < need.node_stats.size(); ++d)
     if (need.node_stats[d] > (d < have.node_stats.size() ? have.node_stats[d] : 0)) return false;
@@ -178,10 +175,10 @@ StepStats::StepStats(StepStats&& other) noexcept
       num_recorded_nodes_(other.num_recorded_nodes_),
       num_recorded_records_(other.num_recorded_records_),
       num_recorded_groups_(other.num_recorded_groups_),
+      num_recorded_slots_(other.num_recorded_slots_),
       names_(std::move(other.names_)),
       kernel_allocator_name_(other.kernel_allocator_name_),
       caller_thread_(other.caller_thread_),
-      recorded_outputs_(std::move(other.recorded_outputs_)),
       outputs_apart_(std::move(other.outputs_apart_)),
       outputs_(std::move(other.outputs_)),
       memory_(std::move(other.memory_)),
@@ -198,12 +195,12 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     num_recorded_nodes_ = other.num_recorded_nodes_;
     num_recorded_records_ = other.num_recorded_records_;
     num_recorded_groups_ = other.num_recorded_groups_;
+    num_recorded_slots_ = other.num_recorded_slots_;
     names_ = std::move(other.names_);
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
     base_ns = other.base_ns;
     base_wall_ns = other.base_wall_ns;
-    recorded_outputs_ = std::move(other.recorded_outputs_);
     outputs_apart_ = std::move(other.outputs_apart_);
     outputs_ = std::move(other.outputs_);
     memory_ = std::move(other.memory_);
@@ -222,13 +219,12 @@ void StepStats::give_arrays_away() noexcept {
   Spare& s = spare();
   // A set made ahead gives way to one as big that a StepStats left: a caller who made a new
   // RunMetadata a step and kept them has stopped keeping them, so none is made again.
-  const bool own_bigger = s.recorded_outputs.capacity() < recorded_outputs_.capacity() ||
+  const bool own_bigger = s.recorded.capacity() < recorded_.capacity() ||
                          s.outputs.capacity() < outputs_.capacity() || s.memory.capacity() < memory_.capacity();
   if (!own_bigger && !(s.made_for && holds(reserved_sizes(), sizes_of(s)))) return;
   s.made_for.reset();
   // Sizes are kept (the items are trivially destructible): the next step resizes to its own,
   // which then initializes only what grows.
-  std::swap(s.recorded_outputs, recorded_outputs_);
   std::swap(s.outputs, outputs_);
   std::swap(s.memory, memory_);
   std::swap(s.records, records_);
@@ -244,9 +240,8 @@ bool StepStats::take_spare_arrays() {
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   const bool first = fresh_steps++ == 0;
-  if (s.recorded_outputs.capacity() == 0 && s.outputs.capacity() == 0) return !first;
+  if (s.recorded.capacity() == 0 && s.outputs.capacity() == 0) return !first;
   const bool wanted = s.made_for == SpareFor::kKeptSteps;
-  if (recorded_outputs_.capacity() < s.recorded_outputs.capacity()) std::swap(recorded_outputs_, s.recorded_outputs);
   if (outputs_.capacity() < s.outputs.capacity()) std::swap(outputs_, s.outputs);
   if (memory_.capacity() < s.memory.capacity()) std::swap(memory_, s.memory);
   if (records_.capacity() < s.records.capacity()) std::swap(records_, s.records);
@@ -263,7 +258,7 @@ bool StepStats::take_spare_arrays() {
 size_t StepStats::ArraySizes::bytes() const {
   size_t total = outputs * sizeof(NodeOutput) + memory * sizeof(AllocatorMemoryUsed) +
                  records * sizeof(AllocationRecord) + recorded_bytes +
-                 recorded_outputs * sizeof(RecordedOutput);
+0;
   for (size_t n : node_stats) total += n * sizeof(NodeExecStats);
   return total;
 }
@@ -273,8 +268,7 @@ StepStats::ArraySizes StepStats::reserved_sizes() const {
                    .memory = memory_.capacity(),
                    .records = records_.capacity(),
                    .node_stats = {},
-                   .recorded_bytes = recorded_.capacity(),
-                   .recorded_outputs = recorded_outputs_.capacity()};
+                   .recorded_bytes = recorded_.capacity()};
   for (const auto& dev : dev_stats_) sizes.node_stats.push_back(dev.node_stats.capacity());
   return sizes;
 }
@@ -287,15 +281,13 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
     if (holds(sizes_of(spare()), sizes)) return;
   }
   Spare made;
-  made.recorded_outputs.reserve(sizes.recorded_outputs);
   made.outputs.reserve(sizes.outputs);
   made.memory.reserve(sizes.memory);
   made.records.reserve(sizes.records);
   made.recorded.reserve(sizes.recorded_bytes);
   for (size_t n : sizes.node_stats) made.node_stats.emplace_back().reserve(n);
   made.made_for = why;
-  // Mapped in the order a step writes them (its outputs while it runs, its recorded nodes at its
-  // end, the node entries, output descriptions, memory entries and
+  // Mapped in the order a step writes them (its recorded stream at its end, the node entries, output descriptions, memory entries and
   // allocation records when they are first read), then
   // made the spare set: a step finds it whole or not at all. (One that took it half mapped
   // would fault in the same pages as this thread, each waiting on the other: measured, back to
@@ -303,7 +295,7 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   auto map = [&](const auto& array) {
     return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
-  if (!map(made.recorded_outputs) || !map(made.recorded)) return;
+  if (!map(made.recorded)) return;
   for (const auto& nodes : made.node_stats)
     if (!map(nodes)) return;
   if (!map(made.outputs) || !map(made.memory) || !map(made.records)) return;
@@ -316,10 +308,9 @@ void StepStats::clear() {
   dev_stats_.clear();
   unbuilt_.store(false, std::memory_order_relaxed);
   recorded_.clear();
-  num_recorded_nodes_ = num_recorded_records_ = num_recorded_groups_ = 0;
+  num_recorded_nodes_ = num_recorded_records_ = num_recorded_groups_ = num_recorded_slots_ = 0;
   names_.reset();
   base_ns = base_wall_ns = 0;
-  recorded_outputs_.clear();
   outputs_apart_.clear();
   outputs_.clear();
   memory_.clear();
@@ -330,10 +321,9 @@ void StepStats::clear() {
 
 void StepStats::reuse_for_step(bool* spare_wanted) {
   // A fresh StepStats (a new RunMetadata per step) takes the spare arrays.
-  const bool wanted = recorded_outputs_.capacity() == 0 && outputs_.capacity() == 0 && take_spare_arrays();
+  const bool wanted = recorded_.capacity() == 0 && outputs_.capacity() == 0 && take_spare_arrays();
   if (spare_wanted) *spare_wanted = wanted;
   std::vector<DeviceStepStats> kept = std::move(dev_stats_);  // with their memory
-  RecordedOutputArray recorded_outputs = std::move(recorded_outputs_);
   OutputArray outputs = std::move(outputs_);
   std::vector<AllocationRecord> records = std::move(records_);
   RecordedBytes recorded = std::move(recorded_);
@@ -342,22 +332,9 @@ void StepStats::reuse_for_step(bool* spare_wanted) {
   for (auto& dev : dev_stats_) dev.node_stats.clear();  // no views into the arrays left
   // Their sizes too: the first read's resize of the records initializes only what grows (the
   // arrays a step writes, nothing: it writes every item).
-  recorded_outputs_ = std::move(recorded_outputs);
   outputs_ = std::move(outputs);
   records_ = std::move(records);
   recorded_ = std::move(recorded);
-}
-
-std::span<StepStats::RecordedOutput> StepStats::outputs_for_step(size_t num_outputs) {
-  auto& outputs = recorded_outputs_;
-  if (outputs.capacity() < num_outputs) {
-    // New memory not reserved before (see room()), which the step writes right away: mapped in
-    // one call rather than a fault a page (~20% less a page on a VM).
-    outputs.reserve(num_outputs);
-    prefault_pages(outputs.data() + outputs.size(), (outputs.capacity() - outputs.size()) * sizeof(RecordedOutput));
-  }
-  outputs.resize(num_outputs);
-  return outputs;
 }
 
 namespace {
@@ -394,9 +371,10 @@ void StepStats::record_output(RecordedOutput& out, const NodeOutput& output, boo
   keep_output_apart(out, output.slot, a.requested_bytes, a.allocated_bytes, td.shape, a.allocator_name);
 }
 
-std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, size_t n) {
+std::span<const NodeOutput> StepStats::describe_outputs(RecordedReader& reader, size_t first, size_t n) {
   for (size_t i = first; i < first + n; ++i) {
-    const RecordedOutput& r = recorded_outputs_[i];
+    RecordedOutput r;
+    reader.output(r);
     NodeOutput& out = outputs_[i];
     if (!r.allocator && !r.kept_apart()) {  // not produced: nothing else of it was written
       out = NodeOutput{};
@@ -427,22 +405,15 @@ std::span<const NodeOutput> StepStats::describe_recorded_outputs(size_t first, s
 }
 
 size_t StepStats::reserved_bytes() const {
-  size_t bytes = recorded_outputs_.capacity() * sizeof(RecordedOutput) + outputs_.capacity() * sizeof(NodeOutput) +
+  size_t bytes = outputs_.capacity() * sizeof(NodeOutput) +
                  memory_.capacity() * sizeof(AllocatorMemoryUsed) + records_.capacity() * sizeof(AllocationRecord) +
                  recorded_.capacity();
   for (const auto& dev : dev_stats_) bytes += dev.node_stats.capacity() * sizeof(NodeExecStats);
   return bytes;
 }
 
-std::vector<std::span<const std::byte>> StepStats::room() const {
-  std::vector<std::span<const std::byte>> room;
-  auto add = [&](const auto& array) {
-    const auto* end = array.data() + array.size();
-    room.push_back(std::as_bytes(std::span(end, array.capacity() - array.size())));
-  };
-  add(recorded_outputs_);  // first: the step writes them from its start
-  add(recorded_);
-  return room;
+std::span<const std::byte> StepStats::room() const {
+  return std::as_bytes(std::span(recorded_.data() + recorded_.size(), recorded_.capacity() - recorded_.size()));
 }
 
 std::span<NodeOutput> StepStats::add_outputs(size_t n) {
@@ -511,12 +482,12 @@ std::span<const AllocatorMemoryUsed> StepStats::store_memory(std::span<const All
   return out;
 }
 
-void StepStats::reserve_recorded(size_t recorded_bytes, size_t outputs) {
+void StepStats::reserve_recorded(size_t recorded_bytes) {
   if (recorded_.capacity() < recorded_bytes) recorded_.reserve(recorded_bytes);
-  if (recorded_outputs_.capacity() < outputs) recorded_outputs_.reserve(outputs);
 }
 
-StepStats::RecordedWriter::RecordedWriter(StepStats& stats) : stats_(&stats), last_start_(stats.base_ns) {
+StepStats::RecordedWriter::RecordedWriter(StepStats& stats, size_t num_slots)
+    : stats_(&stats), num_slots_(num_slots), last_start_(stats.base_ns) {
   RecordedBytes& bytes = stats.recorded_;
   bytes.resize(bytes.capacity());  // writes nothing (UninitializedAllocator)
   at_ = bytes.data();
@@ -539,12 +510,13 @@ void StepStats::RecordedWriter::close() {
   stats_->num_recorded_nodes_ = nodes_;
   stats_->num_recorded_records_ = records_;
   stats_->num_recorded_groups_ = groups_;
+  stats_->num_recorded_slots_ = num_slots_;
 }
 
 StepStats::RecordedReader::RecordedReader(const StepStats& stats)
     : at_(stats.recorded_.data()), end_(at_ + stats.recorded_.size()), start_(stats.base_ns) {}
 
-bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records) {
+bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records, size_t& num_outputs) {
   if (at_ == end_) return false;
   const uint64_t head = get();
   item_ = static_cast<uint32_t>(item_ + unzigzag(head >> 1));
@@ -554,6 +526,7 @@ bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records) {
   thread_ = static_cast<uint32_t>(thread_ + unzigzag(get()));
   in_use_ = static_cast<int64_t>(static_cast<uint64_t>(in_use_) + unzigzag(get()));
   num_records = static_cast<size_t>(get());
+  num_outputs = static_cast<size_t>(get());
   node = {.item = item_,
           .missing_outputs = (head & 1) != 0,
           .thread_id = thread_,
@@ -562,6 +535,26 @@ bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records) {
           .scheduled_ns = static_cast<int64_t>(static_cast<uint64_t>(start_) - waited),
           .bytes_in_use_at_end = in_use_};
   return true;
+}
+
+void StepStats::RecordedReader::output(RecordedOutput& out) {
+  const uint64_t head = get();
+  if (head == 0) {  // not produced
+    out = {};
+    return;
+  }
+  out.dtype = static_cast<DType>(head >> 3);
+  out.flags = static_cast<uint8_t>((head >> 1) & 3);
+  ptr_ += unzigzag(get());
+  id_ = static_cast<int64_t>(static_cast<uint64_t>(id_) + unzigzag(get()));
+  const uint64_t requested = get();
+  out.requested_bytes = static_cast<uint32_t>(requested);
+  out.allocated_bytes = static_cast<uint32_t>(requested + unzigzag(get()));
+  shape_ = static_cast<uint32_t>(shape_ + unzigzag(get()));
+  out.allocator = static_cast<uint16_t>(get());
+  out.ptr = ptr_;
+  out.allocation_id = id_;
+  out.shape = shape_;
 }
 
 void StepStats::PlanNames::wait_until_made() const {
@@ -612,11 +605,11 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const PlanNames& names = *names_;
   // The output descriptions, made a node's at a time (only the slots of nodes that ran, and the
   // fed ones, were written); no node entry views the array yet.
-  if (outputs_.capacity() < recorded_outputs_.size()) {
+  if (outputs_.capacity() < num_recorded_slots_) {
     outputs_.clear();
-    outputs_.reserve(recorded_outputs_.size());
+    outputs_.reserve(num_recorded_slots_);
   }
-  outputs_.resize(recorded_outputs_.size());
+  outputs_.resize(num_recorded_slots_);
   // The allocation records, in the start order of their nodes (read with them, below).
   records_.resize(num_recorded_records_);
   auto& devices = dev_stats_;
@@ -631,17 +624,23 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     std::vector<size_t> per_device(devices.size());
     for (const auto& f : names.fed) per_device[static_cast<size_t>(f.device)]++;
     RecordedReader reader(*this);
+    RecordedOutput skipped;
+    for (size_t f = 0; f < names.fed.size(); ++f)
+      for (size_t i = reader.next_fed(); i > 0; --i) reader.output(skipped);
     RecordedNode r;
-    for (size_t num_records; reader.next(r, num_records);) {
+    for (size_t num_records, num_outputs; reader.next(r, num_records, num_outputs);) {
       per_device[static_cast<size_t>(names.items[r.item].device)]++;
       for (size_t i = 0; i < num_records; ++i) (void)reader.record();
+      for (size_t i = 0; i < num_outputs; ++i) reader.output(skipped);
     }
     for (size_t d = 0; d < devices.size(); ++d) devices[d].node_stats.reserve(per_device[d]);
   }
   // One memory entry per node with records (more only for nodes using several allocators).
   reserve(0, num_recorded_groups_, 0);
 
+  RecordedReader reader(*this);
   for (const ItemNames& f : names.fed) {
+    const size_t num_outputs = reader.next_fed();
     devices[static_cast<size_t>(f.device)].node_stats.push_back({
         .node_name = f.name,
         .op_type = f.op_type,
@@ -652,7 +651,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
         .op_end_rel_ns = 0,
         .all_end_rel_ns = 0,
         .memory = {},
-        .output = describe_recorded_outputs(static_cast<size_t>(f.output_base), static_cast<size_t>(f.num_outputs)),
+        .output = describe_outputs(reader, static_cast<size_t>(f.output_base), num_outputs),
         .timeline_label = f.timeline_label,
         .thread_id = caller_thread_,
         .referenced_tensor = {},
@@ -664,10 +663,9 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   const bool one_allocator = sources.empty();
   auto allocator_of = [&](size_t record) { return one_allocator ? nullptr : sources[record].allocator; };
   uintptr_t memory_end = 0;  // of the memory entries added last (for prefetching)
-  RecordedReader reader(*this);
   RecordedNode r;
   size_t begin = 0;  // the node's first allocation record
-  for (size_t num_records; reader.next(r, num_records); begin += num_records) {
+  for (size_t num_records, num_outputs; reader.next(r, num_records, num_outputs); begin += num_records) {
     const size_t end = begin + num_records;
     for (size_t i = begin; i < end; ++i) records_[i] = reader.record();
     // The arrays written here are too big to stay in cache: ask for the lines a few nodes ahead.
@@ -681,8 +679,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
     __builtin_prefetch(reinterpret_cast<const char*>(memory_end + 8 * sizeof(AllocatorMemoryUsed)), 1);
 
     // Outputs: in place, unless one is missing (the kernel failed): then the others are copied.
-    std::span<const NodeOutput> node_outputs =
-        describe_recorded_outputs(static_cast<size_t>(item.output_base), static_cast<size_t>(item.num_outputs));
+    std::span<const NodeOutput> node_outputs = describe_outputs(reader, static_cast<size_t>(item.output_base), num_outputs);
     if (r.missing_outputs) {
       std::vector<NodeOutput> produced;
       for (const NodeOutput& out : node_outputs)

@@ -11,12 +11,13 @@
 //    referenced_tensor, memory_stats.persistent_tensor_alloc_ids) are std::span views into flat
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
-// A traced step writes less than that: what it recorded of each node and its allocation records
-// (a stream of variable-length differences, ~15 bytes a node on small ops; see RecordedWriter),
-// its outputs (a RecordedOutput of 32 bytes each, where a NodeOutput takes 144) and the plan's names,
+// A traced step writes less than that: what it recorded of each node, its allocation records and
+// its outputs, as one stream of variable-length differences (~25 bytes a node of one output on
+// small ops, where the node entry, two AllocationRecords and a NodeOutput take ~450; see
+// RecordedWriter), and the plan's names,
 // shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes ~50 bytes a node, not the ~420 its node entries
+// (most of what a flight recorder keeps) writes ~25 bytes a node, not the ~420 its node entries
 // take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
@@ -184,11 +185,12 @@ class StepStats {
   size_t held_bytes() const;
   // Elements in the flat arrays (what copies of this StepStats copy).
   size_t num_stored_outputs() const { return outputs_.size(); }
-  size_t num_recorded_outputs() const { return recorded_outputs_.size(); }
+  size_t num_recorded_outputs() const { return num_recorded_slots_; }
   size_t num_stored_records() const { return std::max(records_.size(), num_recorded_records_); }
 
-  // What a traced step writes of an output while it runs (the executor's describe_output): 32
-  // bytes, where the NodeOutput the first read makes of it takes 144 (most of that the shape's
+  // What a traced step writes of an output while it runs (the executor's describe_output, in its
+  // builder's array, a slot each; RecordedWriter keeps it in ~9 bytes): 32 bytes, where the
+  // NodeOutput the first read makes of it takes 144 (most of that the shape's
   // eight 64-bit dimensions). Its shape and allocator name are the process's (intern_shape,
   // allocator_index); its slot is its place among its node's outputs. An output whose sizes do
   // not fit 32 bits, or a fed tensor (its slot is the output it feeds), is kept in the StepStats
@@ -242,22 +244,14 @@ class StepStats {
   // For writing a step in place (the executor's StepStatsBuilder), with no allocation once the
   // arrays have grown to a step's size:
   // Forgets everything, as clear() does (a step recorded and never read included), but keeps
-  // the devices' node lists (emptied) with their memory, and the recorded outputs (see
-  // outputs_for_step). A StepStats with no memory of its own takes the spare arrays (see
-  // ~StepStats).
+  // the devices' node lists (emptied) with their memory, and the arrays' memory. A StepStats
+  // with no memory of its own takes the spare arrays (see ~StepStats).
   // `spare_wanted`, where given, says whether a thread with nothing else to do should make the
   // next fresh StepStats' spare set (prepare_spare with SpareFor::kKeptSteps): this one had no
   // memory of its own and found the spare set empty although an earlier fresh StepStats traced
   // a step (it is still alive: its caller keeps each step's RunMetadata), or took a set made
   // for such steps.
   void reuse_for_step(bool* spare_wanted = nullptr);
-  // Then `num_outputs` recorded outputs to fill in, in place, one a slot of the plan: the
-  // output descriptions of the node entries are made of them (of the slots of the nodes that
-  // ran, and of the fed ones) on the first read. Items are not initialized (the step writes each
-  // one it runs); where the room for them was reserved before (room()), a thread beside the
-  // step can map it while the step writes them; new memory not reserved before is mapped here,
-  // in one call.
-  std::span<RecordedOutput> outputs_for_step(size_t num_outputs);
   // An output whose description does not fit 32 bytes, kept whole (under a lock; from any of the
   // step's threads).
   void keep_output_apart(RecordedOutput& out, int32_t slot, int64_t requested_bytes, int64_t allocated_bytes,
@@ -267,10 +261,9 @@ class StepStats {
   void record_output(RecordedOutput& out, const NodeOutput& output, bool slot_is_place);
   // The view of `n` stored output descriptions from index `first`.
   std::span<const NodeOutput> stored_outputs(size_t first, size_t n) const { return {outputs_.data() + first, n}; }
-  // The room reserved beyond what the recorded outputs and the recorded nodes hold, in that
-  // order: what a step writes from its start, and at its end, for an idle thread to fault in
-  // before (prefault_pages).
-  std::vector<std::span<const std::byte>> room() const;
+  // The room reserved beyond what the recorded stream holds: what a step writes at its end, for
+  // an idle thread to fault in before (prefault_pages).
+  std::span<const std::byte> room() const;
   // The bytes the node lists and the output, memory, record and recorded-node arrays have room
   // for (kept between steps; what a StepStats that goes away hands on, see ~StepStats).
   size_t reserved_bytes() const;
@@ -284,18 +277,31 @@ class StepStats {
     int64_t start_ns, end_ns, scheduled_ns;
     int64_t bytes_in_use_at_end;  // of the kernel's allocator
   };
-  // The recorded nodes, in start order, each followed by its allocation records, are kept as one
-  // stream of variable-length integers (LEB128), each the difference from what it follows most
-  // like: a node's start from the node's before, its end and scheduled time from its start, an
-  // allocation's time from its node's start. On a chain of small ops that is ~9 bytes a node and
-  // ~3 a record, where fixed fields took 32 and 8; on new memory a step's cost follows its bytes
-  // (a VM's host charges 2-13 µs a 4 KiB page). Every value fits: nothing is kept apart.
+  // A step's fed outputs, then its recorded nodes in start order, each followed by its
+  // allocation records and its outputs, are kept as one stream of variable-length integers
+  // (LEB128), each the difference from what it follows most like: a node's start from the node's
+  // before, its end and scheduled time from its start, an allocation's time from its node's
+  // start, an output's pointer, allocation id and shape from the output's before. On a chain of
+  // small ops that is ~9 bytes a node, ~3 a record and ~9 an output, where fixed fields took 32,
+  // 8 and 32; on new memory a step's cost follows its bytes (a VM's host charges 2-30 µs a 4 KiB
+  // page). Every value fits: nothing but an output's (see RecordedOutput) is kept apart.
   class RecordedWriter {
    public:
-    // Appends a node and its `num_records` allocation records (from the step's end: not
+    // First, the outputs of each fed node, in the plan's order (from the step's end: not
     // thread-safe).
-    void add(const RecordedNode& node, const AllocationRecord* records, size_t num_records) {
-      const size_t bound = kMaxNodeBytes + num_records * kMaxRecordBytes;
+    void add_fed(const RecordedOutput* outputs, size_t num_outputs) {
+      const size_t bound = 10 + num_outputs * kMaxOutputBytes;
+      if (static_cast<size_t>(end_ - at_) < bound) [[unlikely]]
+        grow(bound);
+      uint8_t* p = put(at_, num_outputs);
+      for (size_t i = 0; i < num_outputs; ++i) p = put_output(p, outputs[i]);
+      at_ = p;
+    }
+    // Then each node that ran, in start order, with its `num_records` allocation records and its
+    // `num_outputs` outputs.
+    void add(const RecordedNode& node, const AllocationRecord* records, size_t num_records,
+             const RecordedOutput* outputs, size_t num_outputs) {
+      const size_t bound = kMaxNodeBytes + num_records * kMaxRecordBytes + num_outputs * kMaxOutputBytes;
       if (static_cast<size_t>(end_ - at_) < bound) [[unlikely]]
         grow(bound);
       uint8_t* p = at_;
@@ -306,10 +312,12 @@ class StepStats {
       p = put(p, zigzag(uint64_t{node.thread_id} - uint64_t{last_thread_}));
       p = put(p, zigzag(static_cast<uint64_t>(node.bytes_in_use_at_end) - static_cast<uint64_t>(last_in_use_)));
       p = put(p, num_records);
+      p = put(p, num_outputs);
       for (size_t i = 0; i < num_records; ++i) {
         p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
         p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes)));
       }
+      for (size_t i = 0; i < num_outputs; ++i) p = put_output(p, outputs[i]);
       at_ = p;
       last_item_ = node.item;
       last_thread_ = node.thread_id;
@@ -324,8 +332,8 @@ class StepStats {
 
    private:
     friend class StepStats;
-    static constexpr size_t kMaxNodeBytes = 7 * 10, kMaxRecordBytes = 2 * 10;
-    explicit RecordedWriter(StepStats& stats);
+    static constexpr size_t kMaxNodeBytes = 8 * 10, kMaxRecordBytes = 2 * 10, kMaxOutputBytes = 7 * 10;
+    RecordedWriter(StepStats& stats, size_t num_slots);
     void grow(size_t bound);
     // The difference in two's complement, as the number of its magnitude: small either side of 0.
     static uint64_t zigzag(uint64_t difference) {
@@ -339,20 +347,47 @@ class StepStats {
       *p++ = static_cast<uint8_t>(v);
       return p;
     }
+    // An output: a byte 0 where it was not produced; else its dtype and flags, then its fields,
+    // the pointer, allocation id and shape as differences from the output before.
+    uint8_t* put_output(uint8_t* p, const RecordedOutput& out) {
+      if (!out.allocator && !out.kept_apart()) {
+        *p++ = 0;
+        return p;
+      }
+      p = put(p, (uint64_t{static_cast<uint8_t>(out.dtype)} << 3) | (uint64_t{out.flags} << 1) | 1);
+      p = put(p, zigzag(out.ptr - last_ptr_));
+      p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_id_)));
+      p = put(p, out.requested_bytes);
+      p = put(p, zigzag(uint64_t{out.allocated_bytes} - uint64_t{out.requested_bytes}));
+      p = put(p, zigzag(uint64_t{out.shape} - uint64_t{last_shape_}));
+      p = put(p, out.allocator);
+      last_ptr_ = out.ptr;
+      last_id_ = out.allocation_id;
+      last_shape_ = out.shape;
+      return p;
+    }
     StepStats* stats_;
+    uint64_t last_ptr_ = 0;
+    int64_t last_id_ = 0;
+    uint32_t last_shape_ = 0;
+    size_t num_slots_;
     uint8_t *at_, *end_;
     uint32_t last_item_ = 0, last_thread_ = 0;
     int64_t last_start_, last_in_use_ = 0;
     size_t nodes_ = 0, records_ = 0, groups_ = 0;
   };
-  // The writer of a step's recorded nodes, after base_ns is set; what it held before is gone.
-  RecordedWriter write_recorded() { return RecordedWriter(*this); }
-  // Reads the stream back, a node at a time: next() gives the node and how many records follow
-  // it, record() each of them.
+  // The writer of a step's recorded stream, after base_ns is set, for a plan of `num_slots`
+  // output slots; what the StepStats held before is gone.
+  RecordedWriter write_recorded(size_t num_slots) { return RecordedWriter(*this, num_slots); }
+  // Reads the stream back: for each fed node, next_fed() gives how many of its outputs follow,
+  // output() each; then for each node, next() gives the node and how many of its records and
+  // outputs follow, record() and output() each of them, in that order.
   class RecordedReader {
    public:
     explicit RecordedReader(const StepStats& stats);
-    bool next(RecordedNode& node, size_t& num_records);
+    size_t next_fed() { return static_cast<size_t>(get()); }
+    bool next(RecordedNode& node, size_t& num_records, size_t& num_outputs);
+    void output(RecordedOutput& out);
     AllocationRecord record() {
       const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
       return {at, static_cast<int64_t>(unzigzag(get()))};
@@ -371,15 +406,21 @@ class StepStats {
     const uint8_t *at_, *end_;
     uint32_t item_ = 0, thread_ = 0;
     int64_t start_, in_use_ = 0;
+    uint64_t ptr_ = 0;
+    int64_t id_ = 0;
+    uint32_t shape_ = 0;
   };
   // How many nodes and allocation records the step recorded, and in how many bytes (until its
   // node entries are made).
   size_t num_recorded_nodes() const { return num_recorded_nodes_; }
   size_t num_recorded_records() const { return num_recorded_records_; }
   size_t num_recorded_bytes() const { return recorded_.size(); }
-  // The bytes to reserve for the recorded nodes of a step of n nodes and `records` allocation
-  // records, as most steps need (more only for long ops or big tensors: the writer grows).
-  static size_t recorded_bytes_estimate(size_t n, size_t records) { return 16 * n + 4 * records; }
+  // The bytes to reserve for the recorded stream of a step of n nodes, `records` allocation
+  // records and `outputs` outputs, as most steps need (more only for long ops or big tensors:
+  // the writer grows).
+  static size_t recorded_bytes_estimate(size_t n, size_t records, size_t outputs) {
+    return 16 * n + 4 * records + 12 * outputs;
+  }
   // What a plan's traced steps need of each node, names interned (Executor::Plan::names), shared
   // by the StepStats that hold its steps until their node entries are made.
   struct ItemNames {
@@ -415,9 +456,9 @@ class StepStats {
   using RecordedOutputArray = std::vector<RecordedOutput, UninitializedAllocator<RecordedOutput>>;
   using RecordedBytes = std::vector<uint8_t, UninitializedAllocator<uint8_t>>;
 
-  // Room for `recorded_bytes` of recorded nodes (what a step's end writes: see
-  // recorded_bytes_estimate) and for `outputs` recorded outputs (outputs_for_step).
-  void reserve_recorded(size_t recorded_bytes, size_t outputs = 0);
+  // Room for `recorded_bytes` of the recorded stream (what a step's end writes: see
+  // recorded_bytes_estimate).
+  void reserve_recorded(size_t recorded_bytes);
   // Then the step is recorded: its node entries are made on the first read of dev_stats(), or
   // here where `sources` (one a stored allocation record) are given. Fed nodes come first, on
   // `caller_thread`, with no duration.
@@ -428,7 +469,7 @@ class StepStats {
   struct ArraySizes {
     size_t outputs = 0, memory = 0, records = 0;
     std::vector<size_t> node_stats;  // per device
-    size_t recorded_bytes = 0, recorded_outputs = 0;
+    size_t recorded_bytes = 0;
     size_t bytes() const;
   };
   ArraySizes reserved_sizes() const;
@@ -452,8 +493,8 @@ class StepStats {
   void give_arrays_away() noexcept;
   bool take_spare_arrays();  // whether the spare set is wanted again (see reuse_for_step)
   void build_nodes() const;  // the recorded nodes' entries, once (thread-safe)
-  // The output descriptions of slots [first, first + n) made of what the step recorded.
-  std::span<const NodeOutput> describe_recorded_outputs(size_t first, size_t n);
+  // The output descriptions of slots [first, first + n), read from the recorded stream.
+  std::span<const NodeOutput> describe_outputs(RecordedReader& reader, size_t first, size_t n);
   void make_node_entries(std::span<RecordSource> sources);
 
   // Mutable: dev_stats() makes the node entries of a const StepStats.
@@ -462,10 +503,10 @@ class StepStats {
   mutable RecordedBytes recorded_;  // the recorded nodes and their allocation records (RecordedWriter)
   size_t num_recorded_nodes_ = 0, num_recorded_records_ = 0;
   size_t num_recorded_groups_ = 0;  // nodes with allocation records
+  size_t num_recorded_slots_ = 0;   // the plan's (the output descriptions' array, when read)
   mutable std::shared_ptr<const PlanNames> names_;  // of the plan that recorded it
   std::string_view kernel_allocator_name_;
   uint32_t caller_thread_ = 0;
-  mutable RecordedOutputArray recorded_outputs_;  // what a step wrote of its outputs (until read)
   static inline thread_local const InternedShape* recent_shapes_[64] = {};  // see find_shape
   // The outputs kept whole (see RecordedOutput).
   struct OutputApart {

@@ -10,53 +10,53 @@
 
 namespace stepscope {
 
-std::unique_ptr<NodeRecord[]> StepStatsBuilder::make_records(size_t n) {
-  return std::unique_ptr<NodeRecord[]>(new NodeRecord[n]);  // default-initialized: not written
+// Default-initialized: not written.
+TraceScratch::TraceScratch(size_t items, size_t slots)
+    : records(new NodeRecord[items]),
+      outputs(new StepStats::RecordedOutput[slots]),
+      grouped(new AllocationRecord[2 * items]),
+      num_items(items),
+      num_slots(slots) {}
+
+std::vector<std::span<const std::byte>> TraceScratch::memory() const {
+  return {std::as_bytes(std::span(records.get(), num_items)), std::as_bytes(std::span(outputs.get(), num_slots)),
+          std::as_bytes(std::span(grouped.get(), 2 * num_items))};
 }
 
 StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
   bool spare_wanted = false;
   stats.reuse_for_step(&spare_wanted);
   // Room for what the step writes, made now so that a thread left idle can fault it in while
-  // the step runs (StepStats::room): a recorded output a slot, and at its end the recorded nodes,
-  // as many bytes as the last step's and an eighth more (the first: two allocation records a
-  // node, as most nodes have). finish() grows the room where a step needs more.
+  // the step runs (StepStats::room): the recorded stream its end writes, as many bytes as the
+  // last step's and an eighth more (the first: two allocation records a node, as most nodes
+  // have, and an output a slot). finish() grows the room where a step needs more.
   const size_t n = plan.items.size();
   const size_t num_slots = static_cast<size_t>(plan.num_slots);
   const size_t reserved = stats.reserved_bytes();
   const size_t recorded_bytes = last_recorded_bytes_ ? last_recorded_bytes_ + last_recorded_bytes_ / 8
-                                                     : StepStats::recorded_bytes_estimate(n, 2 * n);
-  stats.reserve_recorded(recorded_bytes, num_slots);
+                                                     : StepStats::recorded_bytes_estimate(n, 2 * n, num_slots);
+  stats.reserve_recorded(recorded_bytes);
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};
 }
 
-StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan, StepStats& stats) {
-  std::span<const std::byte> new_records;
-  if (!records_) {
-    records_ = plan.take_prepared_records();
-    if (!records_) {
-      records_ = make_records(plan.items.size());
-      new_records = std::as_bytes(std::span(records_.get(), plan.items.size()));
+StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan) {
+  const TraceScratch* new_scratch = nullptr;
+  if (!scratch_) {
+    scratch_ = plan.take_prepared_scratch();
+    if (!scratch_) {
+      scratch_ = std::make_unique<TraceScratch>(plan.items.size(), static_cast<size_t>(plan.num_slots));
+      new_scratch = scratch_.get();
     }
   }
-  std::span<const std::byte> new_scratch;
-  if (grouped_.capacity() < 2 * plan.items.size()) {
-    grouped_.clear();  // nothing to keep: no copy
-    grouped_.reserve(2 * plan.items.size());
-    new_scratch = std::as_bytes(std::span(grouped_.data(), grouped_.capacity()));
-  }
-  // One recorded output per slot of the plan, in place: a node's outputs are consecutive slots,
-  // so its output descriptions are made in place on the first read.
-  return {records_.get(), stats.outputs_for_step(static_cast<size_t>(plan.num_slots)).data(), new_records,
-          new_scratch};
+  return {scratch_->records.get(), scratch_->outputs.get(), new_scratch};
 }
 
 void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock,
                               StepStats& stats) {
   const int n = static_cast<int>(plan.items.size());
-  const NodeRecord* records = records_.get();
+  const NodeRecord* records = scratch_->records.get();
   const auto logs = recorder.thread_logs();
 
   // 1. The nodes that ran, in start order: each thread's list is (a thread runs one node at a
@@ -113,8 +113,11 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   count(other);
   for (size_t k = 0; k < num_ran; ++k) cursor[k + 1] += cursor[k];
   const size_t num_events = static_cast<size_t>(cursor[num_ran]);
-  auto& grouped = grouped_;
-  grouped.resize(num_events);  // not initialized: each is written below
+  AllocationRecord* grouped = scratch_->grouped.get();
+  if (num_events > 2 * scratch_->num_items) {
+    more_grouped_.resize(num_events);
+    grouped = more_grouped_.data();
+  }
   auto& sources = sources_;
   sources.resize(one_allocator ? 0 : num_events);
   const Allocator* named = nullptr;  // the allocator whose name is in `name`
@@ -142,8 +145,12 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   // 3. The nodes as recorded, in start order, times in nanoseconds, each with its records: the
   // StepStats makes their node entries when they are first read, with the plan's names (which a
   // thread beside a plan's first traced step may still be making: the first read waits for them).
-  StepStats::RecordedWriter writer = stats.write_recorded();
+  StepStats::RecordedWriter writer = stats.write_recorded(static_cast<size_t>(plan.num_slots));
+  const StepStats::RecordedOutput* outputs = scratch_->outputs.get();
+  for (const auto& fed : plan.fed_nodes)
+    writer.add_fed(outputs + fed.first_slot, static_cast<size_t>(fed.num_slots));
   for (size_t k = 0; k < num_ran; ++k) {
+    const Executor::Plan::Item& item = plan.items[static_cast<size_t>(order[k])];
     const NodeRecord& r = records[order[k]];
     const size_t begin = k == 0 ? 0 : static_cast<size_t>(cursor[k - 1]);
     writer.add({.item = static_cast<uint32_t>(order[k]),
@@ -153,7 +160,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
                 .end_ns = clock.ns(r.end),
                 .scheduled_ns = clock.ns(r.scheduled),
                 .bytes_in_use_at_end = r.bytes_in_use_at_end},
-               grouped.data() + begin, static_cast<size_t>(cursor[k]) - begin);
+               grouped + begin, static_cast<size_t>(cursor[k]) - begin, outputs + item.output_base,
+               static_cast<size_t>(item.num_outputs));
   }
   writer.close();
   last_recorded_bytes_ = stats.num_recorded_bytes();

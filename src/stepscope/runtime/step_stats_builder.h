@@ -18,7 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "stepscope/base/uninitialized_allocator.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/core/tensor.h"
 #include "stepscope/runtime/executor.h"
@@ -34,6 +33,23 @@ struct NodeRecord {
   int64_t bytes_in_use_at_end;  // of the kernel's allocator
   uint32_t thread_id;
   int32_t missing_outputs;  // outputs the kernel did not produce (it failed)
+};
+
+// What a plan's traced steps write while they run, and finish() groups the allocation records
+// in: kept by the plan's builder from step to step, so that only the plan's first traced step
+// writes it new (or none, where the plan's preparation made it ahead: Plan::prepare_scratch).
+// Not initialized: a step writes the record and outputs of every node it runs, and reads no
+// other.
+struct TraceScratch {
+  std::unique_ptr<NodeRecord[]> records;  // per plan item
+  std::unique_ptr<StepStats::RecordedOutput[]> outputs;  // per plan slot: a node's outputs are consecutive
+  std::unique_ptr<AllocationRecord[]> grouped;  // two a plan item (finish() makes more where a step has more)
+  size_t num_items, num_slots;
+  // Made, not mapped: its caller maps `memory()` (a thread beside the step, or the preparation).
+  TraceScratch(size_t items, size_t slots);
+  // Its arrays, in the order a step writes them (the records and outputs from its start, the
+  // grouped records at its end).
+  std::vector<std::span<const std::byte>> memory() const;
 };
 
 // Tensor `t`, output `slot` of its node, kept apart whole with its slot (StepStats::
@@ -95,33 +111,25 @@ class StepStatsBuilder {
   // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
   // times, and has room reserved for what finish() writes (StepStats::room).
   Begun begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
-  // The slots a traced step writes while it runs.
+  // The slots a traced step writes while it runs (the builder's, kept for the plan's next
+  // traced step; finish() writes what they hold into the StepStats' recorded stream).
   struct Slots {
     NodeRecord* records;  // per plan item
     StepStats::RecordedOutput* outputs;  // per plan slot: a node's outputs are consecutive slots
-    // The records where they were made now (a plan's first traced step, unless they were made
-    // ahead), not mapped: the caller has them mapped with the room, as it does the outputs.
-    std::span<const std::byte> new_records;
-    // The scratch finish() groups the allocation records in, where made now (not mapped either;
-    // written at the step's end).
-    std::span<const std::byte> new_scratch;
+    // The scratch where it was made now (a plan's first traced step, unless the plan made it
+    // ahead), not mapped: the caller has it mapped with the room (TraceScratch::memory).
+    const TraceScratch* new_scratch;
   };
-  // Then the slots: the output descriptions are the room's (StepStats::room).
-  Slots slots(const Executor::Plan& plan, StepStats& stats);
+  // Then the slots.
+  Slots slots(const Executor::Plan& plan);
   // After the step (the recorder closed): fills `stats`.
   void finish(const Executor::Plan& plan, AllocationRecorder& recorder, const StepClock& clock, StepStats& stats);
-  // The records of a plan of n items (what a builder's first traced step makes, unless its plan
-  // has them made ahead), not mapped: its caller maps them (a thread beside the step, or the
-  // plan's preparation). Not initialized: a step writes the record of every node it runs, and
-  // reads no other.
-  static std::unique_ptr<NodeRecord[]> make_records(size_t n);
 
  private:
-  std::unique_ptr<NodeRecord[]> records_;        // per plan item (allocated by the first traced step)
+  std::unique_ptr<TraceScratch> scratch_;  // made (or taken from the plan) by the first traced step
   std::vector<int32_t> order_, cursor_, position_;  // scratch of finish()
   std::vector<StepStats::RecordSource> sources_;  // each allocation record's allocator, when needed
-  // The step's allocation records, grouped by node (finish), room for two a node.
-  std::vector<AllocationRecord, UninitializedAllocator<AllocationRecord>> grouped_;
+  std::vector<AllocationRecord> more_grouped_;    // a step's records where they are more than two a node
   size_t last_recorded_bytes_ = 0;  // of the step before (StepStats::num_recorded_bytes)
 };
 

@@ -16,11 +16,22 @@
 namespace stepscope {
 namespace {
 
-// Writes one recorded node with no allocation records, as StepStatsBuilder::finish does.
-void record_one_node(StepStats& st, const StepStats::RecordedNode& node) {
-  StepStats::RecordedWriter writer = st.write_recorded();
-  writer.add(node, nullptr, 0);
+// Writes a step of one recorded node with no allocation records, as StepStatsBuilder::finish does:
+// the outputs of each fed node, then the node with its outputs (one slot each).
+void record_one_node(StepStats& st, const StepStats::RecordedNode& node,
+                     std::span<const StepStats::RecordedOutput> outputs = {},
+                     std::span<const StepStats::RecordedOutput> fed = {}) {
+  StepStats::RecordedWriter writer = st.write_recorded(outputs.size() + fed.size());
+  for (const StepStats::RecordedOutput& out : fed) writer.add_fed(&out, 1);
+  writer.add(node, nullptr, 0, outputs.data(), outputs.size());
   writer.close();
+}
+
+// The memory of a StepStats' recorded stream (what a step writes at its end), with room for at
+// least `bytes`: what tells one set of arrays from another.
+const std::byte* stream_of(StepStats& st, size_t bytes) {
+  st.reserve_recorded(bytes);
+  return st.room().data();
 }
 
 TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
@@ -31,10 +42,9 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   st.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
   st.dev_stats()[0].node_stats.resize(3);
   const NodeExecStats* nodes = st.dev_stats()[0].node_stats.data();
+  const std::byte* stream = stream_of(st, 64);
   st.reuse_for_step();
-  std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(4);
-  ASSERT_EQ(outputs.size(), 4u);
-  EXPECT_EQ(st.num_recorded_outputs(), 4u);
+  EXPECT_EQ(stream_of(st, 64), stream);  // the recorded stream's memory is kept
   EXPECT_EQ(st.base_ns, 0);
   EXPECT_EQ(st.base_wall_ns, 0);
   ASSERT_EQ(st.dev_stats().size(), 1u);
@@ -51,43 +61,37 @@ TEST(StepStats, ReuseForStepForgetsTheStepButKeepsTheMemory) {
   const StepStats copy = st;
   EXPECT_EQ(copy.dev_stats()[0].node_stats[0].output[0].slot, 7);
   EXPECT_NE(copy.dev_stats()[0].node_stats[0].output.data(), ns.output.data());
-
-  // A step with fewer slots: the array shrinks to them.
-  st.reuse_for_step();
-  EXPECT_EQ(st.outputs_for_step(2).size(), 2u);
-  EXPECT_EQ(st.num_recorded_outputs(), 2u);
 }
 
 // A new RunMetadata a step (TensorFlow's idiom) does not fault a step's arrays in again: the
 // arrays of a StepStats that goes away are what the next fresh one writes into.
 TEST(StepStats, AFreshOneTakesTheArraysOfOneThatWentAway) {
-  const size_t outputs = (size_t{1} << 20) / sizeof(StepStats::RecordedOutput);  // over the minimum kept (64 KiB)
+  const size_t bytes = size_t{1} << 20;  // over the minimum kept (64 KiB)
   StepStats earlier;
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
-  const StepStats::RecordedOutput* arrays = nullptr;
+  const std::byte* arrays = nullptr;
   {
     StepStats gone;
     gone.dev_stats().push_back({StepStats::intern("/device:CPU:0"), {}});
     gone.reuse_for_step();
-    arrays = gone.outputs_for_step(outputs).data();
+    arrays = stream_of(gone, bytes);
   }
   StepStats fresh;
   fresh.reuse_for_step();
-  EXPECT_EQ(fresh.outputs_for_step(outputs / 2).data(), arrays);
-  EXPECT_EQ(fresh.num_recorded_outputs(), outputs / 2);
+  EXPECT_EQ(stream_of(fresh, bytes / 2), arrays);
   StepStats another;  // the one spare set is taken
   another.reuse_for_step();
-  EXPECT_NE(another.outputs_for_step(outputs / 2).data(), arrays);
+  EXPECT_NE(stream_of(another, bytes / 2), arrays);
 }
 
 // Sizes over the minimum kept as spare arrays (64 KiB).
 StepStats::ArraySizes spare_sizes() {
-  return {.outputs = 4096, .memory = 1000, .records = 2000, .node_stats = {1000}, .recorded_outputs = 4096};
+  return {.outputs = 4096, .memory = 1000, .records = 2000, .node_stats = {1000}, .recorded_bytes = 100000};
 }
 
 bool holds_at_least(const StepStats::ArraySizes& have, const StepStats::ArraySizes& need) {
   return have.outputs >= need.outputs && have.memory >= need.memory && have.records >= need.records &&
-         have.recorded_outputs >= need.recorded_outputs && have.node_stats.size() >= need.node_stats.size() &&
+         have.recorded_bytes >= need.recorded_bytes && have.node_stats.size() >= need.node_stats.size() &&
          have.node_stats[0] >= need.node_stats[0];
 }
 
@@ -100,13 +104,12 @@ TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
   StepStats fresh;
   bool spare_wanted = true;
   fresh.reuse_for_step(&spare_wanted);
-  fresh.outputs_for_step(100);
   EXPECT_TRUE(holds_at_least(fresh.reserved_sizes(), spare_sizes()));
   EXPECT_FALSE(spare_wanted);
   StepStats another;  // the set is taken: this one writes new memory
   another.reuse_for_step();
-  another.outputs_for_step(100);
-  EXPECT_LT(another.reserved_sizes().recorded_outputs, spare_sizes().recorded_outputs);
+  another.reserve_recorded(100);
+  EXPECT_LT(another.reserved_sizes().recorded_bytes, spare_sizes().recorded_bytes);
 }
 
 // Steps traced into a new RunMetadata each, kept: each after the first finds the spare set
@@ -117,19 +120,17 @@ TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
   StepStats kept;
   bool spare_wanted = false;
   kept.reuse_for_step(&spare_wanted);
-  kept.outputs_for_step(1);
+  kept.reserve_recorded(1);
   EXPECT_TRUE(spare_wanted);
   StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps);
   StepStats next;
   spare_wanted = false;
   next.reuse_for_step(&spare_wanted);
-  next.outputs_for_step(100);
   EXPECT_TRUE(holds_at_least(next.reserved_sizes(), spare_sizes()));
   EXPECT_TRUE(spare_wanted);
   // A StepStats with memory of its own asks for nothing.
   spare_wanted = true;
   next.reuse_for_step(&spare_wanted);
-  next.outputs_for_step(100);
   EXPECT_FALSE(spare_wanted);
 }
 
@@ -141,46 +142,39 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
   const StepStats::ArraySizes sizes = spare_sizes();
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
-  const StepStats::RecordedOutput* left = nullptr;
+  const std::byte* left = nullptr;
   {
     StepStats gone;
     gone.reserve(sizes.outputs, sizes.memory, sizes.records);  // memory of its own: takes no spare set
-    gone.reserve_recorded(0, sizes.recorded_outputs);
     gone.dev_stats().resize(1);
     gone.dev_stats()[0].node_stats.reserve(sizes.node_stats[0]);
-    left = gone.outputs_for_step(1).data();
+    left = stream_of(gone, sizes.recorded_bytes);
   }
   StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
   StepStats fresh;
   bool spare_wanted = true;
   fresh.reuse_for_step(&spare_wanted);
-  EXPECT_EQ(fresh.outputs_for_step(10).data(), left);
+  EXPECT_EQ(stream_of(fresh, 10), left);
   EXPECT_FALSE(spare_wanted);
 }
 
-// room() is what is reserved and not yet written, for a thread to fault in before a step's end
-// writes it: the recorded outputs and the recorded nodes.
+// room() is what is reserved and not yet written of the recorded stream, for a thread to fault
+// in before a step's end writes it.
 TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   StepStats st;
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);  // not room: the first read writes them
-  st.reserve_recorded(100, 7);
+  st.reserve_recorded(100);
   // Output descriptions, memory entries and their allocation records: not room (the first read
   // writes them).
   st.reserve(7, 5, 8);
-  const auto written = st.outputs_for_step(3);
-  auto room = st.room();
-  ASSERT_EQ(room.size(), 2u);  // recorded outputs, recorded nodes
-  EXPECT_EQ(room[0].data(), reinterpret_cast<const std::byte*>(written.data() + 3));
-  EXPECT_EQ(room[0].size(), 4 * sizeof(StepStats::RecordedOutput));
-  EXPECT_EQ(room[1].size(), 100u);
-  // A node of 7 bytes (each field a byte) written: the room after it is left.
-  const std::byte* recorded = room[1].data();
+  const std::span<const std::byte> room = st.room();
+  EXPECT_EQ(room.size(), 100u);
+  // A node of 8 bytes (each field a byte) written: the room after it is left.
   record_one_node(st, {.item = 1, .missing_outputs = false, .thread_id = 1, .start_ns = 5, .end_ns = 6,
                        .scheduled_ns = 4, .bytes_in_use_at_end = 8});
-  room = st.room();
-  EXPECT_EQ(room[1].data(), recorded + 7);
-  EXPECT_EQ(room[1].size(), 100u - 7);
+  EXPECT_EQ(st.room().data(), room.data() + 8);
+  EXPECT_EQ(st.room().size(), 100u - 8);
 }
 
 // reserved_bytes() is what the arrays have room for, written or not: it grows only where a
@@ -191,12 +185,11 @@ TEST(StepStats, ReservedBytesAreTheArraysCapacities) {
   st.dev_stats().resize(1);
   st.dev_stats()[0].node_stats.reserve(10);
   st.reuse_for_step();
-  st.outputs_for_step(3);
+  st.reserve_recorded(96);
   const size_t reserved = st.reserved_bytes();
-  EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 3 * sizeof(StepStats::RecordedOutput) +
-                          5 * sizeof(AllocatorMemoryUsed) + 8 * sizeof(AllocationRecord));
+  EXPECT_GE(reserved, 10 * sizeof(NodeExecStats) + 96 + 5 * sizeof(AllocatorMemoryUsed) + 8 * sizeof(AllocationRecord));
   st.reuse_for_step();  // the next step, the same arrays
-  st.outputs_for_step(3);
+  st.reserve_recorded(96);
   st.dev_stats()[0].node_stats.reserve(10);
   st.reserve(0, 5, 0);
   EXPECT_EQ(st.reserved_bytes(), reserved);
@@ -246,8 +239,8 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
       {{base, 0}},
   };
   st.reserve_recorded(8);  // too little: the writer grows the stream
-  StepStats::RecordedWriter writer = st.write_recorded();
-  for (size_t k = 0; k < nodes.size(); ++k) writer.add(nodes[k], records[k].data(), records[k].size());
+  StepStats::RecordedWriter writer = st.write_recorded(0);
+  for (size_t k = 0; k < nodes.size(); ++k) writer.add(nodes[k], records[k].data(), records[k].size(), nullptr, 0);
   writer.close();
   EXPECT_EQ(st.num_recorded_nodes(), nodes.size());
   EXPECT_EQ(st.num_recorded_records(), 8u);
@@ -258,9 +251,10 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
   for (const StepStats* read : std::initializer_list<const StepStats*>{&st, &copy}) {
     StepStats::RecordedReader reader(*read);
     Node node;
-    size_t num_records = 0;
+    size_t num_records = 0, num_outputs = 0;
     for (size_t k = 0; k < nodes.size(); ++k) {
-      ASSERT_TRUE(reader.next(node, num_records)) << k;
+      ASSERT_TRUE(reader.next(node, num_records, num_outputs)) << k;
+      EXPECT_EQ(num_outputs, 0u);
       EXPECT_EQ(node.item, nodes[k].item) << k;
       EXPECT_EQ(node.missing_outputs, nodes[k].missing_outputs) << k;
       EXPECT_EQ(node.thread_id, nodes[k].thread_id) << k;
@@ -275,23 +269,33 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
         EXPECT_EQ(got.alloc_bytes, want.alloc_bytes) << k;
       }
     }
-    EXPECT_FALSE(reader.next(node, num_records));
+    EXPECT_FALSE(reader.next(node, num_records, num_outputs));
   }
 
   // Small differences: a byte a field (item +1, start +60 ns, 30 ns long, scheduled 10 ns before,
-  // the same thread, 32 bytes more in use, one record 20 ns in of 32 bytes).
+  // the same thread, 32 bytes more in use, one record 20 ns in of 32 bytes, one output 32 bytes
+  // after the one before, of the next allocation id, 32 bytes, the same shape and allocator).
   StepStats small;
   small.base_ns = base;
-  StepStats::RecordedWriter w = small.write_recorded();
+  StepStats::RecordedWriter w = small.write_recorded(100);
   for (uint32_t i = 0; i < 100; ++i) {
     const int64_t start = base + 60 * (i + 1);
     const AllocationRecord record{start + 20, 32};
+    const StepStats::RecordedOutput output{.ptr = 4096 + 32 * uint64_t{i},
+                                           .allocation_id = i,
+                                           .requested_bytes = 32,
+                                           .allocated_bytes = 32,
+                                           .shape = 5,
+                                           .allocator = 1,
+                                           .dtype = DType::kFloat32,
+                                           .flags = 0};
     w.add({.item = i + 1, .missing_outputs = false, .thread_id = 0, .start_ns = start, .end_ns = start + 30,
            .scheduled_ns = start - 10, .bytes_in_use_at_end = 32 * int64_t{i + 1}},
-          &record, 1);
+          &record, 1, &output, 1);
   }
   w.close();
-  EXPECT_EQ(small.num_recorded_bytes(), 100u * (7 + 2));
+  // The first output's pointer, 4096 after 0, takes 2 bytes.
+  EXPECT_EQ(small.num_recorded_bytes(), 100u * (8 + 2 + 7) + 1);
 }
 
 // What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
@@ -301,7 +305,7 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   StepStats st;
   st.reuse_for_step();
   st.reserve(0, 0, 3);
-  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(3);
+  StepStats::RecordedOutput outputs[3];  // x's, a's and b's
   for (int slot = 0; slot < 3; ++slot) {
     NodeOutput out;
     out.tensor_description.dtype = DType::kInt32;
@@ -322,18 +326,23 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 0, 0, 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
-  StepStats::RecordedWriter writer = st.write_recorded();
+  StepStats::RecordedWriter writer = st.write_recorded(3);
+  writer.add_fed(&outputs[0], 1);
   writer.add({.item = 0, .missing_outputs = false, .thread_id = 7, .start_ns = 5, .end_ns = 15, .scheduled_ns = 2,
               .bytes_in_use_at_end = 8},
-             a_records, 2);
+             a_records, 2, &outputs[1], 1);
   writer.add({.item = 1, .missing_outputs = false, .thread_id = 7, .start_ns = 16, .end_ns = 20, .scheduled_ns = 15,
               .bytes_in_use_at_end = 12},
-             b_records, 1);
+             b_records, 1, &outputs[2], 1);
   writer.close();
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
-  // Each of the two nodes' seven fields and the three records' two a byte.
-  EXPECT_EQ(st.held_bytes(), 3 * sizeof(StepStats::RecordedOutput) + 2 * 7 + 3 * 2);
+  // Each of the two nodes' eight fields and the three records' two a byte; the three outputs
+  // (seven fields, two bytes for a pointer 4096 on, up to three for a shape's index), less than a
+  // RecordedOutput each.
+  EXPECT_EQ(st.held_bytes(), st.num_recorded_bytes());
+  EXPECT_GE(st.num_recorded_bytes(), 1 + 2 * 8 + 3 * 2 + 3 * 8);
+  EXPECT_LE(st.num_recorded_bytes(), 1 + 2 * 8 + 3 * 2 + 3 * 10);
 
   const StepStats& read = st;
   ASSERT_EQ(read.dev_stats().size(), 1u);
@@ -377,8 +386,8 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   EXPECT_EQ(b.memory[0].allocator_bytes_in_use, 12);
 }
 
-// What a step records of an output is 32 bytes, its shape and allocator named by the process's
-// index of them: shapes of any rank read back whole; an output of 4 GiB or more, and a fed
+// What a step records of an output (32 bytes while it runs, a few in the recorded stream) names
+// its shape and allocator by the process's index of them: shapes of any rank read back whole; an output of 4 GiB or more, and a fed
 // tensor (whose slot need not be its place), are kept apart whole; an output the kernel did not
 // produce is left out of its node's. In a copy too.
 TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
@@ -387,7 +396,7 @@ TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   const std::vector<Shape> shapes = {Shape{}, Shape{2, 3, 4, 5}, Shape{1, 2, 3, 4, 5}, Shape{int64_t{1} << 33, 2},
                                      Shape{7, 6, 5, 4, 3, 2, 1, 9}, Shape{0}, Shape{5, 1 << 28}};
   const size_t n = shapes.size() + 1;  // and one not produced, in the middle
-  const std::span<StepStats::RecordedOutput> outputs = st.outputs_for_step(n + 1);  // and the fed x's
+  std::vector<StepStats::RecordedOutput> outputs(n + 1);  // and the fed x's
   std::vector<NodeOutput> described;
   for (size_t i = 0; i < n; ++i) {
     if (i == 2) {  // as the executor marks an output the kernel did not produce
@@ -426,8 +435,10 @@ TEST(StepStats, RecordedOutputsReadBackWholeAndLeaveOutTheMissing) {
   names->fed = {{"x", "Placeholder", "x = Placeholder()", 1, static_cast<int32_t>(n), 1, 0}};
   names->devices = {StepStats::intern("/cpu:0")};
   names->set_state(StepStats::PlanNames::kMade);
-  record_one_node(st, {.item = 0, .missing_outputs = true, .thread_id = 7, .start_ns = 5, .end_ns = 15,
-                       .scheduled_ns = 2, .bytes_in_use_at_end = 0});
+  record_one_node(st,
+                  {.item = 0, .missing_outputs = true, .thread_id = 7, .start_ns = 5, .end_ns = 15, .scheduled_ns = 2,
+                   .bytes_in_use_at_end = 0},
+                  std::span(outputs).first(n), std::span(outputs).subspan(n));
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   const StepStats copy = st;
   auto expect_same = [](const NodeOutput& x, const NodeOutput& y) {
@@ -463,9 +474,11 @@ TEST(StepStats, TheFirstReadWaitsForThePlansNames) {
   auto record = [&](StepStats& st) {
     st.reuse_for_step();
     st.reserve(1, 0, 0);
-    st.outputs_for_step(1)[0] = {};
-    record_one_node(st, {.item = 0, .missing_outputs = false, .thread_id = 7, .start_ns = 5, .end_ns = 15,
-                         .scheduled_ns = 2, .bytes_in_use_at_end = 0});
+    const StepStats::RecordedOutput not_produced{};
+    record_one_node(st,
+                    {.item = 0, .missing_outputs = false, .thread_id = 7, .start_ns = 5, .end_ns = 15,
+                     .scheduled_ns = 2, .bytes_in_use_at_end = 0},
+                    std::span(&not_produced, 1));
     st.set_recorded(names, StepStats::intern("cpu"), 3);
   };
   StepStats failed;

@@ -178,7 +178,7 @@ struct Executor::Plan {
   // For a session that expects traced steps (Executor::expect_traced_steps): what the plan's
   // first traced step writes, made ahead (by `preparation` where a thread does it): a spare
   // StepStats set as big as a step (StepStats::prepare_spare), a recorder's log, the plan's
-  // records (take_prepared_records) and its names.
+  // trace scratch (take_prepared_scratch) and its names.
   ThreadBeside preparation;
   bool preparing() const { return !preparation.done(); }
   // Called by a traced step that starts while the preparation is at work: it maps no more, and
@@ -196,21 +196,22 @@ struct Executor::Plan {
   // holds it there until a traced step has stopped it: how soon a preparation gets ahead of a
   // step depends on the machine and its allocator).
   static inline void (*before_preparing_beside)(const std::atomic<bool>& stopped) = nullptr;
-  void prepare_records() const {
-    if (records_.load(std::memory_order_acquire)) return;
-    std::unique_ptr<NodeRecord[]> made = StepStatsBuilder::make_records(items.size());
-    prefault_pages_until(made.get(), items.size() * sizeof(NodeRecord), &preparation_stopped);  // unmapped pages fault in
-    delete[] records_.exchange(made.release(), std::memory_order_acq_rel);
+  void prepare_scratch() const {
+    if (scratch_.load(std::memory_order_acquire)) return;
+    auto made = std::make_unique<TraceScratch>(items.size(), static_cast<size_t>(num_slots));
+    for (const auto& memory : made->memory())  // unmapped pages fault in
+      if (!prefault_pages_until(memory.data(), memory.size(), &preparation_stopped)) break;
+    delete scratch_.exchange(made.release(), std::memory_order_acq_rel);
   }
-  std::unique_ptr<NodeRecord[]> take_prepared_records() const {
-    return std::unique_ptr<NodeRecord[]>(records_.exchange(nullptr, std::memory_order_acq_rel));
+  std::unique_ptr<TraceScratch> take_prepared_scratch() const {
+    return std::unique_ptr<TraceScratch>(scratch_.exchange(nullptr, std::memory_order_acq_rel));
   }
 
   ~Plan() {
     preparation.join();  // they read the plan
     naming_.join();
     delete spare_.load();
-    delete[] records_.load();
+    delete scratch_.load();
   }
 
  private:
@@ -235,7 +236,7 @@ struct Executor::Plan {
   mutable std::atomic<bool> naming_claimed_{false};
   const std::shared_ptr<StepStats::PlanNames> names_table_ = std::make_shared<StepStats::PlanNames>();
   mutable std::atomic<StepBuffers*> spare_{nullptr};
-  mutable std::atomic<NodeRecord*> records_{nullptr};  // made ahead, for a StepStatsBuilder to take
+  mutable std::atomic<TraceScratch*> scratch_{nullptr};  // made ahead, for a StepStatsBuilder to take
 };
 
 }  // namespace stepscope
