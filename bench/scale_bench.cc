@@ -211,9 +211,11 @@ Row measure(int64_t n) {
     std::vector<RunMetadata> kept(static_cast<size_t>(only_repeat) + 1);
     session.run(feeds, {y}, {}, traced, &kept[0]);
     std::vector<double> times;
-    for (int i = 1; i <= only_repeat; ++i)
+    for (int i = 1; i <= only_repeat; ++i) {
+      pause_before_repetition();
       times.push_back(
           repetition_seconds("kept", [&] { session.run(feeds, {y}, {}, traced, &kept[static_cast<size_t>(i)]); }));
+    }
     median_of(std::move(times), "kept");
   }
   if (only_phase == "kept_spaced") {  // the same, with 10 untraced steps before each traced one

@@ -459,7 +459,7 @@ int Executor::cores_used() const {
 }
 
 // Up to how many nodes a plan of a session not told that steps will be traced has its first
-// traced step's memory made ahead all the same, where a core is left idle to make it: ~530
+// traced step's memory made ahead all the same, where a core is left idle to make it: ~550
 // bytes a node, 9 MB at most (the RSS of a 16,000-node plan's session grew 11.9 MB against 3.6
 // without), about what the plan and its graph take themselves. A process's first traced step
 // writing that memory new was +168-402 ns an op at 10^3 nodes and +49-76 at 10^4, made ahead

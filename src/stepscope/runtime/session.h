@@ -58,10 +58,10 @@ class Session {
   const SessionOptions& options() const { return options_; }
   // Says that steps will be traced (ProfilerHook and FlightRecorderHook say it when the session
   // is made, a ProfileContext at each run it sees): each plan built from then on has what its first traced step writes
-  // made ahead (its names and a step's worth of trace arrays, ~520 bytes a node), on a core the session's threads leave
+  // made ahead (its names and a step's worth of trace arrays, ~540 bytes a node), on a core the session's threads leave
   // idle or else while the plan is built. A plan's first traced step otherwise writes that memory new, which costs more
   // than tracing itself (BENCHMARKS.md, issue 16). Untold, a plan of up to 16,384 nodes is made ready all the same
-  // where a core is left idle (~550 bytes a node, never on the caller's time); a bigger one only when told. A traced
+  // where a core is left idle (~570 bytes a node, never on the caller's time); a bigger one only when told. A traced
   // step that comes before that is made (FlightRecorderHook traces a plan's first run, ProfilerHook its second) stops
   // it and makes its own.
   void expect_traced_steps();

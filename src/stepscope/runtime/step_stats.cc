@@ -73,7 +73,7 @@ std::mutex build_mutex;  // node entries are made once, whichever reader asks fi
 
 StepStats::StepStats(const StepStats& other) { *this = other; }
 
-// A step not yet read is copied as it was recorded (~80 bytes a node, not ~420; as a flight
+// A step not yet read is copied as it was recorded (~25 bytes a node of small ops, not ~420; as a flight
 // recorder copies every step into its ring), to be made node entries in the copy if it is read.
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this == &other) return *this;

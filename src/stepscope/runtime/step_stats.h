@@ -479,7 +479,7 @@ class StepStats {
   // Makes the process's spare set (see ~StepStats) as big as `sizes`, mapped, unless it is that
   // big already: the next fresh StepStats' step then writes memory mapped already, where new
   // memory costs ~2 µs a 4 KiB page on a VM (~200 ns a node of a step). For a thread with
-  // nothing else to do: it maps ~500 bytes a node, and the set becomes the spare one once its
+  // nothing else to do: it maps ~460 bytes a node, and the set becomes the spare one once its
   // pages are mapped. Where `stop` is given and set before then, the set is dropped (a step that
   // starts meanwhile makes its own: see Executor::Plan::stop_preparation).
   static void prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop = nullptr);
