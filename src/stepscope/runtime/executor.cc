@@ -408,8 +408,9 @@ bool core_left_idle(size_t items, int cores_used) {
 
 // What a traced step of `plan` writes in its StepStats' arrays (see StepStatsBuilder::begin and
 // finish): its recorded stream, as recorded_bytes_estimate reckons it for two allocation
-// records a node and an output a slot; and what the first read of its node entries writes: a node entry a node and fed node, on its
-// device, an output description a slot, a memory entry and two allocation records a node.
+// records a node and an output a slot; and what the first read of its node entries writes: a
+// node entry a node and fed node, on its device, an output description a slot, a memory entry
+// and two allocation records a node.
 StepStats::ArraySizes step_array_sizes(const Executor::Plan& plan) {
   const size_t n = plan.items.size();
   const auto slots = static_cast<size_t>(plan.num_slots);

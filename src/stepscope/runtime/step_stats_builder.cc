@@ -14,13 +14,14 @@ namespace stepscope {
 TraceScratch::TraceScratch(size_t items, size_t slots)
     : records(new NodeRecord[items]),
       outputs(new StepStats::RecordedOutput[slots]),
-      grouped(new AllocationRecord[2 * items]),
       num_items(items),
-      num_slots(slots) {}
+      num_slots(slots) {
+  grouped.resize(2 * items);
+}
 
 std::vector<std::span<const std::byte>> TraceScratch::memory() const {
   return {std::as_bytes(std::span(records.get(), num_items)), std::as_bytes(std::span(outputs.get(), num_slots)),
-          std::as_bytes(std::span(grouped.get(), 2 * num_items))};
+          std::as_bytes(std::span(grouped.data(), grouped.size()))};
 }
 
 StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start) {
@@ -113,8 +114,8 @@ void StepStatsBuilder::finish(const Executor::Plan& plan, AllocationRecorder& re
   count(other);
   for (size_t k = 0; k < num_ran; ++k) cursor[k + 1] += cursor[k];
   const size_t num_events = static_cast<size_t>(cursor[num_ran]);
-  AllocationRecord* grouped = scratch_->grouped.get();
-  if (num_events > 2 * scratch_->num_items) {
+  AllocationRecord* grouped = scratch_->grouped.data();
+  if (num_events > scratch_->grouped.size()) {
     more_grouped_.resize(num_events);
     grouped = more_grouped_.data();
   }

@@ -2,9 +2,10 @@
 // runtime: the executor's).
 //
 // While the step runs, each node writes its NodeRecord and its outputs' descriptions into
-// slots preallocated for it (no lock, no allocation, no string); its allocations go to the
-// AllocationRecorder's per-thread logs. After the step, finish() writes into the StepStats the
-// nodes in start order, each with its allocation records (StepStats::RecordedWriter), with the plan's
+// slots preallocated for it (TraceScratch: no lock, no allocation, no string); its allocations
+// go to the AllocationRecorder's per-thread logs. After the step, finish() writes into the
+// StepStats the fed outputs, then the nodes in start order, each with its allocation records
+// and outputs, as one stream of small differences (StepStats::RecordedWriter), with the plan's
 // names (made once per plan, shared): the StepStats makes its node entries of them when they are
 // first read. No lock, no map, no string built, no allocation once the arrays have grown to the
 // step's size: the builder's scratch is kept with the plan's step buffers, and a StepStats
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stepscope/base/uninitialized_allocator.h"
 #include "stepscope/core/allocator.h"
 #include "stepscope/core/tensor.h"
 #include "stepscope/runtime/executor.h"
@@ -27,7 +29,7 @@
 namespace stepscope {
 
 // What a traced step records for a node while it runs, in a slot of its own. Times are in
-// ticks (see StepClock); its outputs' descriptions go straight into the StepStats.
+// ticks (see StepClock); its outputs' descriptions go into slots of their own (TraceScratch).
 struct NodeRecord {
   int64_t start, end, scheduled;
   int64_t bytes_in_use_at_end;  // of the kernel's allocator
@@ -43,7 +45,9 @@ struct NodeRecord {
 struct TraceScratch {
   std::unique_ptr<NodeRecord[]> records;  // per plan item
   std::unique_ptr<StepStats::RecordedOutput[]> outputs;  // per plan slot: a node's outputs are consecutive
-  std::unique_ptr<AllocationRecord[]> grouped;  // two a plan item (finish() makes more where a step has more)
+  // Two a plan item (finish() makes more where a step has more). Growing it writes nothing, where
+  // new AllocationRecord[n] would write each one's zeros.
+  std::vector<AllocationRecord, UninitializedAllocator<AllocationRecord>> grouped;
   size_t num_items, num_slots;
   // Made, not mapped: its caller maps `memory()` (a thread beside the step, or the preparation).
   TraceScratch(size_t items, size_t slots);
