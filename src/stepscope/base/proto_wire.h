@@ -30,6 +30,29 @@ inline void put_varint(std::string& out, uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
+// The raw forms: for a writer that has made room (ten bytes at most a varint) and a reader of
+// memory its own process wrote (no checks), where a string's growth or a check a byte would
+// cost (a traced step's recorded stream, StepStats::RecordedWriter; a profile's chunks).
+inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v | 0x80);
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+inline uint64_t get_varint(const uint8_t*& p) {
+  uint64_t v = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    const uint8_t b = *p++;
+    v |= uint64_t{b & 0x7Fu} << shift;
+    if (!(b & 0x80)) return v;
+  }
+}
+// A signed number as protobuf's sint64 has it: small either side of 0.
+inline uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+inline int64_t unzigzag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (uint64_t{0} - (v & 1))); }
+
 inline void put_key(std::string& out, uint32_t field, WireType type) {
   put_varint(out, (static_cast<uint64_t>(field) << 3) | static_cast<uint32_t>(type));
 }

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/base/uninitialized_allocator.h"
 #include "stepscope/core/dtype.h"
 #include "stepscope/core/shape.h"
@@ -335,18 +336,9 @@ class StepStats {
     static constexpr size_t kMaxNodeBytes = 8 * 10, kMaxRecordBytes = 2 * 10, kMaxOutputBytes = 7 * 10;
     RecordedWriter(StepStats& stats, size_t num_slots);
     void grow(size_t bound);
-    // The difference in two's complement, as the number of its magnitude: small either side of 0.
-    static uint64_t zigzag(uint64_t difference) {
-      return (difference << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(difference) >> 63);
-    }
-    static uint8_t* put(uint8_t* p, uint64_t v) {
-      while (v >= 0x80) {
-        *p++ = static_cast<uint8_t>(v | 0x80);
-        v >>= 7;
-      }
-      *p++ = static_cast<uint8_t>(v);
-      return p;
-    }
+    // A difference taken in two's complement (wrapping), zigzagged: small either side of 0.
+    static uint64_t zigzag(uint64_t difference) { return proto_wire::zigzag(static_cast<int64_t>(difference)); }
+    static uint8_t* put(uint8_t* p, uint64_t v) { return proto_wire::put_varint(p, v); }
     // An output: a byte 0 where it was not produced; else its dtype and flags, then its fields,
     // the pointer, allocation id and shape as differences from the output before.
     uint8_t* put_output(uint8_t* p, const RecordedOutput& out) {
@@ -394,15 +386,8 @@ class StepStats {
     }
 
    private:
-    static uint64_t unzigzag(uint64_t v) { return (v >> 1) ^ (uint64_t{0} - (v & 1)); }
-    uint64_t get() {
-      uint64_t v = 0;
-      for (unsigned shift = 0;; shift += 7) {
-        const uint8_t b = *at_++;
-        v |= uint64_t{b & 0x7fu} << shift;
-        if (!(b & 0x80)) return v;
-      }
-    }
+    static uint64_t unzigzag(uint64_t v) { return static_cast<uint64_t>(proto_wire::unzigzag(v)); }
+    uint64_t get() { return proto_wire::get_varint(at_); }
     const uint8_t *at_, *end_;
     uint32_t item_ = 0, thread_ = 0;
     int64_t start_, in_use_ = 0;
@@ -500,7 +485,7 @@ class StepStats {
   // Mutable: dev_stats() makes the node entries of a const StepStats.
   mutable std::vector<DeviceStepStats> dev_stats_;
   mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
-  mutable RecordedBytes recorded_;  // the recorded nodes and their allocation records (RecordedWriter)
+  mutable RecordedBytes recorded_;  // the recorded stream: fed outputs, nodes, records, outputs (RecordedWriter)
   size_t num_recorded_nodes_ = 0, num_recorded_records_ = 0;
   size_t num_recorded_groups_ = 0;  // nodes with allocation records
   size_t num_recorded_slots_ = 0;   // the plan's (the output descriptions' array, when read)

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include "stepscope/base/error.h"
+#include "stepscope/base/proto_wire.h"
 #include "stepscope/base/version.h"
 
 namespace stepscope::tfprof {
@@ -19,16 +20,11 @@ class Writer {
   }
   // Into a local buffer, then one append: a step's chunk is ~20 varints a node.
   void varint(uint64_t v) {
-    char bytes[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-      bytes[n++] = static_cast<char>((v & 0x7f) | 0x80);
-      v >>= 7;
-    }
-    bytes[n++] = static_cast<char>(v);
-    out_.append(bytes, n);
+    uint8_t bytes[10];
+    const uint8_t* end = proto_wire::put_varint(bytes, v);
+    out_.append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(end - bytes));
   }
-  void zz(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void zz(int64_t v) { varint(proto_wire::zigzag(v)); }
   void str(std::string_view s) {
     varint(s.size());
     out_.append(s);
