@@ -541,12 +541,16 @@ void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items, int6
           sizes = spare_sizes_;
         }
         const int64_t start = now_ns();
+        bool made = false;
         try {
-          StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
+          made = StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
         } catch (const std::bad_alloc&) {  // a head start only: the next step makes its own arrays
         }
         std::lock_guard<std::mutex> lock(spare_mutex_);
-        spare_make_ns_ = now_ns() - start;
+        // Only a set made says what the next costs: one asked for while this thread made the
+        // last was there already, and its near-zero time would let the next step's making
+        // start with no gap before it, fighting that step for the kernel's page faults.
+        if (made) spare_make_ns_ = now_ns() - start;
       }
     });
   } catch (const std::system_error&) {  // no thread to be had: the next step makes its own

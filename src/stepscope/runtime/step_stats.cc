@@ -273,12 +273,12 @@ StepStats::ArraySizes StepStats::reserved_sizes() const {
   return sizes;
 }
 
-void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop) {
+bool StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop) {
   const size_t bytes = sizes.bytes();
-  if (bytes < kSpareMinimum || bytes > kSpareLimit) return;
+  if (bytes < kSpareMinimum || bytes > kSpareLimit) return false;
   {
     std::lock_guard<std::mutex> lock(spare_mutex);
-    if (holds(sizes_of(spare()), sizes)) return;
+    if (holds(sizes_of(spare()), sizes)) return false;
   }
   Spare made;
   made.outputs.reserve(sizes.outputs);
@@ -295,13 +295,14 @@ void StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
   auto map = [&](const auto& array) {
     return prefault_pages_until(array.data(), array.capacity() * sizeof(array[0]), stop);
   };
-  if (!map(made.recorded)) return;
+  if (!map(made.recorded)) return false;
   for (const auto& nodes : made.node_stats)
-    if (!map(nodes)) return;
-  if (!map(made.outputs) || !map(made.memory) || !map(made.records)) return;
+    if (!map(nodes)) return false;
+  if (!map(made.outputs) || !map(made.memory) || !map(made.records)) return false;
   std::lock_guard<std::mutex> lock(spare_mutex);
   Spare& s = spare();
   if (!holds(sizes_of(s), sizes)) std::swap(s, made);  // unless another thread's is here first
+  return true;
 }
 
 void StepStats::clear() {

@@ -467,7 +467,10 @@ class StepStats {
   // nothing else to do: it maps ~460 bytes a node, and the set becomes the spare one once its
   // pages are mapped. Where `stop` is given and set before then, the set is dropped (a step that
   // starts meanwhile makes its own: see Executor::Plan::stop_preparation).
-  static void prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop = nullptr);
+  // Returns whether it made a set (false where one was there already, the sizes are outside
+  // what a spare set may be, or `stop` came first): how long it took says only then what the
+  // next set will cost.
+  static bool prepare_spare(const ArraySizes& sizes, SpareFor why, const std::atomic<bool>* stop = nullptr);
 
  private:
   template <typename T, typename A>

@@ -100,7 +100,11 @@ bool holds_at_least(const StepStats::ArraySizes& have, const StepStats::ArraySiz
 TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
   StepStats earlier;
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
-  StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kFirstStep);
+  // Under 64 KiB a step makes its own cheaply: no set made, and the caller told so.
+  StepStats::ArraySizes small;
+  small.recorded_bytes = 1000;
+  EXPECT_FALSE(StepStats::prepare_spare(small, StepStats::SpareFor::kFirstStep));
+  EXPECT_TRUE(StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kFirstStep));
   StepStats fresh;
   bool spare_wanted = true;
   fresh.reuse_for_step(&spare_wanted);
@@ -122,7 +126,7 @@ TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
   kept.reuse_for_step(&spare_wanted);
   kept.reserve_recorded(1);
   EXPECT_TRUE(spare_wanted);
-  StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps);
+  EXPECT_TRUE(StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps));
   StepStats next;
   spare_wanted = false;
   next.reuse_for_step(&spare_wanted);
@@ -141,7 +145,7 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
   StepStats earlier;
   earlier.reuse_for_step();  // takes what earlier tests left, if anything
   const StepStats::ArraySizes sizes = spare_sizes();
-  StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
+  EXPECT_TRUE(StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps));
   const std::byte* left = nullptr;
   {
     StepStats gone;
@@ -150,7 +154,9 @@ TEST(StepStats, ArraysLeftByOneThatWentAwayTakeThePlaceOfASetMadeAhead) {
     gone.dev_stats()[0].node_stats.reserve(sizes.node_stats[0]);
     left = stream_of(gone, sizes.recorded_bytes);
   }
-  StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);  // big enough already: nothing made
+  // Big enough already: nothing made, and the caller is told so (Executor::make_spare_beside
+  // times only sets made).
+  EXPECT_FALSE(StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps));
   StepStats fresh;
   bool spare_wanted = true;
   fresh.reuse_for_step(&spare_wanted);
