@@ -73,7 +73,7 @@ std::mutex build_mutex;  // node entries are made once, whichever reader asks fi
 
 StepStats::StepStats(const StepStats& other) { *this = other; }
 
-// A step not yet read is copied as it was recorded (~25 bytes a node of small ops, not ~420; as a flight
+// A step not yet read is copied as it was recorded (~14 bytes a node of small ops, not ~420; as a flight
 // recorder copies every step into its ring), to be made node entries in the copy if it is read.
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this == &other) return *this;
@@ -519,17 +519,23 @@ StepStats::RecordedReader::RecordedReader(const StepStats& stats)
 
 bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records, size_t& num_outputs) {
   if (at_ == end_) return false;
-  const uint64_t head = get();
-  item_ = static_cast<uint32_t>(item_ + unzigzag(head >> 1));
+  const uint8_t head = *at_++;
+  item_ += (head & RecordedWriter::kNextItem) ? 1 : static_cast<uint32_t>(unzigzag(get()));
   start_ = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
   const uint64_t duration = unzigzag(get());
   const uint64_t waited = unzigzag(get());
-  thread_ = static_cast<uint32_t>(thread_ + unzigzag(get()));
+  if (!(head & RecordedWriter::kSameThread)) thread_ += static_cast<uint32_t>(unzigzag(get()));
   in_use_ = static_cast<int64_t>(static_cast<uint64_t>(in_use_) + unzigzag(get()));
-  num_records = static_cast<size_t>(get());
-  num_outputs = static_cast<size_t>(get());
+  if (!(head & RecordedWriter::kSameCounts)) {
+    num_records_ = static_cast<size_t>(get());
+    num_outputs_ = static_cast<size_t>(get());
+  }
+  num_records = num_records_;
+  num_outputs = num_outputs_;
+  expected_bytes_ = static_cast<uint64_t>(last_first_bytes_);
+  first_record_ = true;
   node = {.item = item_,
-          .missing_outputs = (head & 1) != 0,
+          .missing_outputs = (head & RecordedWriter::kMissing) != 0,
           .thread_id = thread_,
           .start_ns = start_,
           .end_ns = static_cast<int64_t>(static_cast<uint64_t>(start_) + duration),
@@ -540,22 +546,24 @@ bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records, si
 
 void StepStats::RecordedReader::output(RecordedOutput& out) {
   const uint64_t head = get();
-  if (head == 0) {  // not produced
+  if (head == RecordedWriter::kNotProduced) {
     out = {};
     return;
   }
-  out.dtype = static_cast<DType>(head >> 3);
-  out.flags = static_cast<uint8_t>((head >> 1) & 3);
-  ptr_ += unzigzag(get());
-  id_ = static_cast<int64_t>(static_cast<uint64_t>(id_) + unzigzag(get()));
-  const uint64_t requested = get();
-  out.requested_bytes = static_cast<uint32_t>(requested);
-  out.allocated_bytes = static_cast<uint32_t>(requested + unzigzag(get()));
-  shape_ = static_cast<uint32_t>(shape_ + unzigzag(get()));
-  out.allocator = static_cast<uint16_t>(get());
-  out.ptr = ptr_;
-  out.allocation_id = id_;
-  out.shape = shape_;
+  const uint64_t ptr = last_.ptr + unzigzag(get());
+  const auto id = static_cast<int64_t>(static_cast<uint64_t>(last_.allocation_id) + unzigzag(get()));
+  if (head != RecordedWriter::kAsTheOutputBefore) {
+    last_.dtype = static_cast<DType>(head >> 3);
+    last_.flags = static_cast<uint8_t>((head >> 1) & 3);
+    const uint64_t requested = get();
+    last_.requested_bytes = static_cast<uint32_t>(requested);
+    last_.allocated_bytes = static_cast<uint32_t>(requested + unzigzag(get()));
+    last_.shape = static_cast<uint32_t>(last_.shape + unzigzag(get()));
+    last_.allocator = static_cast<uint16_t>(get());
+  }
+  last_.ptr = ptr;
+  last_.allocation_id = id;
+  out = last_;
 }
 
 void StepStats::PlanNames::wait_until_made() const {

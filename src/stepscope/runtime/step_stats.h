@@ -12,13 +12,13 @@
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
 // A traced step writes less than that: what it recorded of each node, its allocation records and
-// its outputs, as one stream of variable-length differences (~25 bytes a node of one output on
+// its outputs, as one stream of variable-length differences (~14 bytes a node of one output on
 // small ops, where the node entry, two AllocationRecords and a NodeOutput take ~450; see
 // RecordedWriter), and the plan's names,
 // shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes ~25 bytes a node, not the ~420 its node entries
-// take. On new memory a step's cost follows its bytes (a VM's host charges 2-13 µs a 4 KiB page).
+// (most of what a flight recorder keeps) writes ~14 bytes a node, not the ~420 its node entries
+// take. On new memory a step's cost follows its bytes (a VM's host charges 2-35 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
@@ -280,12 +280,21 @@ class StepStats {
   };
   // A step's fed outputs, then its recorded nodes in start order, each followed by its
   // allocation records and its outputs, are kept as one stream of variable-length integers
-  // (LEB128), each the difference from what it follows most like: a node's start from the node's
-  // before, its end and scheduled time from its start, an allocation's time from its node's
-  // start, an output's pointer, allocation id and shape from the output's before. On a chain of
-  // small ops that is ~9 bytes a node, ~3 a record and ~9 an output, where fixed fields took 32,
-  // 8 and 32; on new memory a step's cost follows its bytes (a VM's host charges 2-30 µs a 4 KiB
-  // page). Every value fits: nothing but an output's (see RecordedOutput) is kept apart.
+  // (LEB128), each the difference from what it most likely is:
+  // - a node: a head of four bits (its kernel failed; its item is the one after the node
+  //   before's; its thread, and its counts of records and outputs, are the node before's), what
+  //   the head does not say, its start from the node before's, its end and scheduled time from
+  //   its start, its allocator's bytes in use from the node before's;
+  // - an allocation record: its time from its node's start; its bytes from the node before's
+  //   first record's (a node's first), else from the negated record before (a free of what the
+  //   node allocated, most often);
+  // - an output: a head (0: not produced; 2: of the output before's dtype, flags, allocator,
+  //   shape and sizes; else the dtype and flags, then those fields), its pointer and allocation
+  //   id from the output before's.
+  // On a chain of small ops that is ~6 bytes a node, ~2.5 a record and ~4 an output, where fixed
+  // fields took 32, 8 and 32; on new memory a step's cost follows its bytes (a VM's host charges
+  // 2-30 µs a 4 KiB page). Every value fits: nothing but an output's (see RecordedOutput) is
+  // kept apart.
   class RecordedWriter {
    public:
     // First, the outputs of each fed node, in the plan's order (from the step's end: not
@@ -305,18 +314,28 @@ class StepStats {
       const size_t bound = kMaxNodeBytes + num_records * kMaxRecordBytes + num_outputs * kMaxOutputBytes;
       if (static_cast<size_t>(end_ - at_) < bound) [[unlikely]]
         grow(bound);
+      const bool next_item = node.item == last_item_ + 1, same_thread = node.thread_id == last_thread_;
+      const bool same_counts = num_records == last_records_ && num_outputs == last_outputs_;
       uint8_t* p = at_;
-      p = put(p, (zigzag(node.item - uint64_t{last_item_}) << 1) | (node.missing_outputs ? 1 : 0));
+      *p++ = static_cast<uint8_t>((node.missing_outputs ? kMissing : 0) | (next_item ? kNextItem : 0) |
+                                  (same_thread ? kSameThread : 0) | (same_counts ? kSameCounts : 0));
+      if (!next_item) p = put(p, zigzag32(node.item - last_item_));
       p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(last_start_)));
       p = put(p, zigzag(static_cast<uint64_t>(node.end_ns) - static_cast<uint64_t>(node.start_ns)));
       p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(node.scheduled_ns)));
-      p = put(p, zigzag(uint64_t{node.thread_id} - uint64_t{last_thread_}));
+      if (!same_thread) p = put(p, zigzag32(node.thread_id - last_thread_));
       p = put(p, zigzag(static_cast<uint64_t>(node.bytes_in_use_at_end) - static_cast<uint64_t>(last_in_use_)));
-      p = put(p, num_records);
-      p = put(p, num_outputs);
+      if (!same_counts) {
+        p = put(p, num_records);
+        p = put(p, num_outputs);
+      }
+      uint64_t expected_bytes = static_cast<uint64_t>(last_first_bytes_);
       for (size_t i = 0; i < num_records; ++i) {
+        const uint64_t bytes = static_cast<uint64_t>(records[i].alloc_bytes);
         p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
-        p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes)));
+        p = put(p, zigzag(bytes - expected_bytes));
+        if (i == 0) last_first_bytes_ = records[0].alloc_bytes;
+        expected_bytes = 0 - bytes;
       }
       for (size_t i = 0; i < num_outputs; ++i) p = put_output(p, outputs[i]);
       at_ = p;
@@ -324,6 +343,8 @@ class StepStats {
       last_thread_ = node.thread_id;
       last_start_ = node.start_ns;
       last_in_use_ = node.bytes_in_use_at_end;
+      last_records_ = num_records;
+      last_outputs_ = num_outputs;
       ++nodes_;
       records_ += num_records;
       groups_ += num_records > 0;
@@ -333,39 +354,48 @@ class StepStats {
 
    private:
     friend class StepStats;
-    static constexpr size_t kMaxNodeBytes = 8 * 10, kMaxRecordBytes = 2 * 10, kMaxOutputBytes = 7 * 10;
+    friend class RecordedReader;  // the heads' codes
+    // A node's head (one byte), and its other fields at their longest.
+    static constexpr size_t kMaxNodeBytes = 1 + 8 * 10, kMaxRecordBytes = 2 * 10, kMaxOutputBytes = 7 * 10;
+    static constexpr uint8_t kMissing = 1, kNextItem = 2, kSameThread = 4, kSameCounts = 8;
+    static constexpr uint64_t kNotProduced = 0, kAsTheOutputBefore = 2;  // an output's heads that are not a dtype's
     RecordedWriter(StepStats& stats, size_t num_slots);
     void grow(size_t bound);
     // A difference taken in two's complement (wrapping), zigzagged: small either side of 0.
     static uint64_t zigzag(uint64_t difference) { return proto_wire::zigzag(static_cast<int64_t>(difference)); }
+    // The same for 32-bit fields (an item's or thread's), small either side of 0 modulo 2^32.
+    static uint64_t zigzag32(uint32_t difference) { return proto_wire::zigzag(static_cast<int32_t>(difference)); }
     static uint8_t* put(uint8_t* p, uint64_t v) { return proto_wire::put_varint(p, v); }
-    // An output: a byte 0 where it was not produced; else its dtype and flags, then its fields,
-    // the pointer, allocation id and shape as differences from the output before.
     uint8_t* put_output(uint8_t* p, const RecordedOutput& out) {
       if (!out.allocator && !out.kept_apart()) {
-        *p++ = 0;
+        *p++ = kNotProduced;
         return p;
       }
-      p = put(p, (uint64_t{static_cast<uint8_t>(out.dtype)} << 3) | (uint64_t{out.flags} << 1) | 1);
-      p = put(p, zigzag(out.ptr - last_ptr_));
-      p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_id_)));
-      p = put(p, out.requested_bytes);
-      p = put(p, zigzag(uint64_t{out.allocated_bytes} - uint64_t{out.requested_bytes}));
-      p = put(p, zigzag(uint64_t{out.shape} - uint64_t{last_shape_}));
-      p = put(p, out.allocator);
-      last_ptr_ = out.ptr;
-      last_id_ = out.allocation_id;
-      last_shape_ = out.shape;
+      if (out.dtype == last_.dtype && out.flags == last_.flags && out.allocator == last_.allocator &&
+          out.shape == last_.shape && out.requested_bytes == last_.requested_bytes &&
+          out.allocated_bytes == last_.allocated_bytes) {
+        *p++ = kAsTheOutputBefore;
+        p = put(p, zigzag(out.ptr - last_.ptr));
+        p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_.allocation_id)));
+      } else {
+        p = put(p, (uint64_t{static_cast<uint8_t>(out.dtype)} << 3) | (uint64_t{out.flags} << 1) | 1);
+        p = put(p, zigzag(out.ptr - last_.ptr));
+        p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_.allocation_id)));
+        p = put(p, out.requested_bytes);
+        p = put(p, zigzag(uint64_t{out.allocated_bytes} - uint64_t{out.requested_bytes}));
+        p = put(p, zigzag(uint64_t{out.shape} - uint64_t{last_.shape}));
+        p = put(p, out.allocator);
+      }
+      last_ = out;
       return p;
     }
     StepStats* stats_;
-    uint64_t last_ptr_ = 0;
-    int64_t last_id_ = 0;
-    uint32_t last_shape_ = 0;
+    RecordedOutput last_{};  // the last output written (not counting those not produced)
     size_t num_slots_;
     uint8_t *at_, *end_;
-    uint32_t last_item_ = 0, last_thread_ = 0;
-    int64_t last_start_, last_in_use_ = 0;
+    uint32_t last_item_ = UINT32_MAX, last_thread_ = 0;
+    int64_t last_start_, last_in_use_ = 0, last_first_bytes_ = 0;
+    size_t last_records_ = 0, last_outputs_ = 0;
     size_t nodes_ = 0, records_ = 0, groups_ = 0;
   };
   // The writer of a step's recorded stream, after base_ns is set, for a plan of `num_slots`
@@ -380,20 +410,26 @@ class StepStats {
     size_t next_fed() { return static_cast<size_t>(get()); }
     bool next(RecordedNode& node, size_t& num_records, size_t& num_outputs);
     void output(RecordedOutput& out);
+    // Each of the node's records, in order, after next().
     AllocationRecord record() {
       const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
-      return {at, static_cast<int64_t>(unzigzag(get()))};
+      const auto bytes = static_cast<int64_t>(expected_bytes_ + unzigzag(get()));
+      if (first_record_) last_first_bytes_ = bytes;
+      first_record_ = false;
+      expected_bytes_ = 0 - static_cast<uint64_t>(bytes);
+      return {at, bytes};
     }
 
    private:
     static uint64_t unzigzag(uint64_t v) { return static_cast<uint64_t>(proto_wire::unzigzag(v)); }
     uint64_t get() { return proto_wire::get_varint(at_); }
     const uint8_t *at_, *end_;
-    uint32_t item_ = 0, thread_ = 0;
-    int64_t start_, in_use_ = 0;
-    uint64_t ptr_ = 0;
-    int64_t id_ = 0;
-    uint32_t shape_ = 0;
+    uint32_t item_ = UINT32_MAX, thread_ = 0;
+    int64_t start_, in_use_ = 0, last_first_bytes_ = 0;
+    uint64_t expected_bytes_ = 0;
+    bool first_record_ = false;
+    size_t num_records_ = 0, num_outputs_ = 0;
+    RecordedOutput last_{};
   };
   // How many nodes and allocation records the step recorded, and in how many bytes (until its
   // node entries are made).
@@ -404,7 +440,7 @@ class StepStats {
   // records and `outputs` outputs, as most steps need (more only for long ops or big tensors:
   // the writer grows).
   static size_t recorded_bytes_estimate(size_t n, size_t records, size_t outputs) {
-    return 16 * n + 4 * records + 12 * outputs;
+    return 12 * n + 3 * records + 10 * outputs;
   }
   // What a plan's traced steps need of each node, names interned (Executor::Plan::names), shared
   // by the StepStats that hold its steps until their node entries are made.
@@ -464,7 +500,7 @@ class StepStats {
   // Makes the process's spare set (see ~StepStats) as big as `sizes`, mapped, unless it is that
   // big already: the next fresh StepStats' step then writes memory mapped already, where new
   // memory costs ~2 µs a 4 KiB page on a VM (~200 ns a node of a step). For a thread with
-  // nothing else to do: it maps ~460 bytes a node, and the set becomes the spare one once its
+  // nothing else to do: it maps ~450 bytes a node, and the set becomes the spare one once its
   // pages are mapped. Where `stop` is given and set before then, the set is dropped (a step that
   // starts meanwhile makes its own: see Executor::Plan::stop_preparation).
   // Returns whether it made a set (false where one was there already, the sizes are outside

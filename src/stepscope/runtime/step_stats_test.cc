@@ -176,11 +176,12 @@ TEST(StepStats, RoomIsWhatIsReservedBeyondWhatIsHeld) {
   st.reserve(7, 5, 8);
   const std::span<const std::byte> room = st.room();
   EXPECT_EQ(room.size(), 100u);
-  // A node of 8 bytes (each field a byte) written: the room after it is left.
+  // A node of 7 bytes written (its head and six fields a byte each; its counts, no records and
+  // no outputs, go unsaid): the room after it is left.
   record_one_node(st, {.item = 1, .missing_outputs = false, .thread_id = 1, .start_ns = 5, .end_ns = 6,
                        .scheduled_ns = 4, .bytes_in_use_at_end = 8});
-  EXPECT_EQ(st.room().data(), room.data() + 8);
-  EXPECT_EQ(st.room().size(), 100u - 8);
+  EXPECT_EQ(st.room().data(), room.data() + 7);
+  EXPECT_EQ(st.room().size(), 100u - 7);
 }
 
 // reserved_bytes() is what the arrays have room for, written or not: it grows only where a
@@ -244,9 +245,27 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
       {{INT64_MIN, INT64_MIN}, {INT64_MAX, INT64_MAX}},
       {{base, 0}},
   };
+  // Outputs: one of every field's extremes, one as the output before but for its pointer and
+  // allocation id (written as those two alone), one not produced, one kept apart.
+  using Output = StepStats::RecordedOutput;
+  const Output full{.ptr = UINT64_MAX,
+                    .allocation_id = INT64_MIN,
+                    .requested_bytes = UINT32_MAX,
+                    .allocated_bytes = 0,
+                    .shape = UINT32_MAX,
+                    .allocator = UINT16_MAX,
+                    .dtype = DType::kInt64,
+                    .flags = Output::kSingleReference};
+  Output moved = full;
+  moved.ptr = 0;
+  moved.allocation_id = INT64_MAX;
+  Output kept_apart{.ptr = 64, .allocation_id = 3, .requested_bytes = 8, .allocated_bytes = 8, .shape = 0,
+                    .allocator = 0, .dtype = DType::kFloat32, .flags = Output::kKeptApart};
+  const std::vector<std::vector<Output>> outputs = {{full, moved, Output{}}, {}, {kept_apart}, {moved, moved}, {full}};
   st.reserve_recorded(8);  // too little: the writer grows the stream
-  StepStats::RecordedWriter writer = st.write_recorded(0);
-  for (size_t k = 0; k < nodes.size(); ++k) writer.add(nodes[k], records[k].data(), records[k].size(), nullptr, 0);
+  StepStats::RecordedWriter writer = st.write_recorded(7);
+  for (size_t k = 0; k < nodes.size(); ++k)
+    writer.add(nodes[k], records[k].data(), records[k].size(), outputs[k].data(), outputs[k].size());
   writer.close();
   EXPECT_EQ(st.num_recorded_nodes(), nodes.size());
   EXPECT_EQ(st.num_recorded_records(), 8u);
@@ -260,7 +279,6 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
     size_t num_records = 0, num_outputs = 0;
     for (size_t k = 0; k < nodes.size(); ++k) {
       ASSERT_TRUE(reader.next(node, num_records, num_outputs)) << k;
-      EXPECT_EQ(num_outputs, 0u);
       EXPECT_EQ(node.item, nodes[k].item) << k;
       EXPECT_EQ(node.missing_outputs, nodes[k].missing_outputs) << k;
       EXPECT_EQ(node.thread_id, nodes[k].thread_id) << k;
@@ -274,13 +292,30 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
         EXPECT_EQ(got.alloc_ns, want.alloc_ns) << k;
         EXPECT_EQ(got.alloc_bytes, want.alloc_bytes) << k;
       }
+      ASSERT_EQ(num_outputs, outputs[k].size()) << k;
+      for (const Output& want : outputs[k]) {
+        Output got{};
+        reader.output(got);
+        EXPECT_EQ(got.allocator, want.allocator) << k;
+        EXPECT_EQ(got.kept_apart(), want.kept_apart()) << k;
+        if (!want.allocator && !want.kept_apart()) continue;  // not produced: nothing else is kept
+        EXPECT_EQ(got.ptr, want.ptr) << k;
+        EXPECT_EQ(got.allocation_id, want.allocation_id) << k;
+        EXPECT_EQ(got.requested_bytes, want.requested_bytes) << k;
+        EXPECT_EQ(got.allocated_bytes, want.allocated_bytes) << k;
+        EXPECT_EQ(got.shape, want.shape) << k;
+        EXPECT_EQ(got.dtype, want.dtype) << k;
+        EXPECT_EQ(got.flags, want.flags) << k;
+      }
     }
     EXPECT_FALSE(reader.next(node, num_records, num_outputs));
   }
 
-  // Small differences: a byte a field (item +1, start +60 ns, 30 ns long, scheduled 10 ns before,
-  // the same thread, 32 bytes more in use, one record 20 ns in of 32 bytes, one output 32 bytes
-  // after the one before, of the next allocation id, 32 bytes, the same shape and allocator).
+  // Small differences, as a chain of small ops has them (item +1, start +60 ns, 30 ns long,
+  // scheduled 10 ns before, the same thread, 32 bytes more in use, one record 20 ns in of 32
+  // bytes, one output 32 bytes after the one before, of the next allocation id, 32 bytes, the
+  // same shape and allocator): after the first, each node is its head and four fields, its record
+  // two, its output a head and two.
   StepStats small;
   small.base_ns = base;
   StepStats::RecordedWriter w = small.write_recorded(100);
@@ -300,8 +335,9 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
           &record, 1, &output, 1);
   }
   w.close();
-  // The first output's pointer, 4096 after 0, takes 2 bytes.
-  EXPECT_EQ(small.num_recorded_bytes(), 100u * (8 + 2 + 7) + 1);
+  // The first node also says its item (1, not 0 after none), and its counts of records and
+  // outputs; its output is written whole, seven fields, its pointer (4096 after 0) in two bytes.
+  EXPECT_EQ(small.num_recorded_bytes(), 99u * (5 + 2 + 3) + (8 + 2 + 8));
 }
 
 // What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
@@ -343,12 +379,13 @@ TEST(StepStats, RecordedNodesAreMadeEntriesOnTheFirstRead) {
   writer.close();
   st.set_recorded(names, StepStats::intern("cpu"), 3);
   EXPECT_FALSE(st.empty());
-  // Each of the two nodes' eight fields and the three records' two a byte; the three outputs
-  // (seven fields, two bytes for a pointer 4096 on, up to three for a shape's index), less than a
-  // RecordedOutput each.
+  // A byte each of the fed count, a's head and seven fields (its item, 0, is the one after none),
+  // b's head and six (its item and thread are a's after and a's), and the three records' two
+  // fields; the three outputs whole (seven fields, two bytes for a pointer 4096 on, up to three
+  // for a shape's index), less than a RecordedOutput each.
   EXPECT_EQ(st.held_bytes(), st.num_recorded_bytes());
-  EXPECT_GE(st.num_recorded_bytes(), 1 + 2 * 8 + 3 * 2 + 3 * 8);
-  EXPECT_LE(st.num_recorded_bytes(), 1 + 2 * 8 + 3 * 2 + 3 * 10);
+  EXPECT_GE(st.num_recorded_bytes(), 1 + 8 + 7 + 3 * 2 + 3 * 8);
+  EXPECT_LE(st.num_recorded_bytes(), 1 + 8 + 7 + 3 * 2 + 3 * 10);
 
   const StepStats& read = st;
   ASSERT_EQ(read.dev_stats().size(), 1u);
