@@ -69,6 +69,14 @@ int run_model(const ModelEntry& entry, int threads, int steps, int warmup) {
   }
   const Usage after = usage();
   const float loss = session.run(model->loss, model->feeds).flat<float>()[0];
+  // What a traced step of the model keeps until it is read (a flight recorder's ring holds that
+  // a step): its recorded stream's bytes a node. Outside the timing and the usage figures.
+  RunOptions traced;
+  traced.trace_level = TraceLevel::kFullTrace;
+  RunMetadata metadata;
+  session.run(model->feeds, {}, {model->train}, traced, &metadata);
+  const double recorded_bytes_per_node = static_cast<double>(metadata.step_stats.num_recorded_bytes()) /
+                                         static_cast<double>(std::max<size_t>(1, metadata.step_stats.num_recorded_nodes()));
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   // The median: the middle step, or the mean of the two middle ones.
@@ -78,10 +86,10 @@ int run_model(const ModelEntry& entry, int threads, int steps, int warmup) {
   std::printf(
       "{\"model\": %s, \"side\": \"stepscope\", \"ranks\": %d, \"threads\": %d, \"median_ms\": %.4f, \"min_ms\": %.4f, "
       "\"steps\": %d, \"page_faults_per_step\": %.2f, \"max_rss_kib\": %lld, \"flops_per_step\": %.0f, "
-      "\"parameters\": %lld, \"loss\": %s}\n",
+      "\"parameters\": %lld, \"recorded_bytes_per_node\": %.1f, \"loss\": %s}\n",
       quoted(entry.name).c_str(), dist::size(), threads, median, sorted.front(), steps,
       static_cast<double>(after.minor_faults - before.minor_faults) / steps, static_cast<long long>(after.max_rss_kib),
-      model->flops_per_step, static_cast<long long>(model->parameters),
+      model->flops_per_step, static_cast<long long>(model->parameters), recorded_bytes_per_node,
       std::isfinite(loss) ? std::to_string(loss).c_str() : "null");
   return 0;
 }

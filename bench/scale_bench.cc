@@ -7,7 +7,9 @@
 //                     bytes a node: what such a step costs follows it at the machine's price
 //                     of a new page (on a VM whose host took the memory back, several times the
 //                     price of memory it still backs); their CPU time, user and system, and
-//                     the pages they touched first go to stderr
+//                     the pages they touched first go to stderr; and "kept": the bytes a node
+//                     the 2nd keeps until it is read (its recorded stream, what each kept step
+//                     writes new)
 //   traced reused     traced into the same RunMetadata every step
 //   first read        what the first read of a traced step's node entries costs (made then,
 //                     from what the step recorded): ns a node, into the reused RunMetadata
@@ -131,6 +133,7 @@ struct Row {
   int64_t nodes = 0;
   double plan_s = 0, untraced_s = 0, fresh1_s = 0, fresh2_s = 0, reused_s = 0, read_s = 0;
   double fresh1_new_bytes = 0, fresh2_new_bytes = 0;  // resident memory each fresh run added
+  double recorded_bytes = 0;  // the fresh 2nd's recorded stream: what an unread step keeps
   double timeline_s = 0, timeline_mb = 0;
   int64_t events = 0;
   double add_step_s = 0, scope_s = 0, op_s = 0, graph_s = 0, code_s = 0;
@@ -171,6 +174,7 @@ Row measure(int64_t n) {
     row.fresh2_s = repetition_seconds("fresh 2nd", [&] { session.run(feeds, {y}, {}, traced, &second); }, true);
     row.fresh1_new_bytes = between - before;
     row.fresh2_new_bytes = resident_bytes() - between;
+    row.recorded_bytes = static_cast<double>(second.step_stats.num_recorded_bytes());
   }
   if (only_phase == "first") {  // a new session's plan each time, to run its first traced step under a profiler
     std::vector<double> times;
@@ -282,23 +286,23 @@ void print(const Row& r, bool markdown) {
   const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
   if (markdown) {
     std::printf(
-        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op (new %.0f / %.0f B/node) | %.0f ns/node | %.1f ms, %.1f MB, "
+        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op (new %.0f / %.0f B/node; kept %.0f) | %.0f ns/node | %.1f ms, %.1f MB, "
         "%.0f ns/event | %.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
         extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.fresh1_new_bytes / n,
-        r.fresh2_new_bytes / n, r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb,
+        r.fresh2_new_bytes / n, r.recorded_bytes / n, r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb,
         r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
         per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
   } else {
     std::printf(
         "nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, "
-        "fresh 2nd %.0f (new memory %.0f / %.0f B/node), "
+        "fresh 2nd %.0f (new memory %.0f / %.0f B/node, kept %.0f B/node), "
         "reused %.0f; first read %.0f ns/node\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step "
         "%.2f µs/node\n"
         "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
         extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), r.fresh1_new_bytes / n, r.fresh2_new_bytes / n,
-        extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
+        r.recorded_bytes / n, extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
         per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
         per_node_us(r.code_s));
   }
@@ -334,7 +338,8 @@ int main(int argc, char** argv) {
                    "                   [--expect-traced-steps]\n"
                    "  the profiler's cost on a chain of N `x + 1` ops (issue 16's scale table); "
                    "sizes default to 1000, 10000, ... up to --max-nodes (1000000)\n"
-                   "  each row gives the new memory (bytes a node) the fresh traced runs made resident; their CPU\n"
+                   "  each row gives the new memory (bytes a node) the fresh traced runs made resident, and what\n"
+                   "    the 2nd keeps unread (its recorded stream, bytes a node); their CPU\n"
                    "    time, user and system, and the pages they touched first go to stderr (the system time of\n"
                    "    new pages is the host's price on a VM: several times higher on memory it took back)\n"
                    "  --only PHASE K: that phase alone, K times (untraced, first, first_run, fresh, kept, reused,\n"
@@ -354,7 +359,7 @@ int main(int argc, char** argv) {
   if (markdown) {
     std::printf(
         "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused (new memory "
-        "of the fresh) | first read "
+        "of the fresh; kept: the 2nd's stream) | first read "
         "| timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
         "|\n|---|---|---|---|---|---|---|---|\n");
   }
