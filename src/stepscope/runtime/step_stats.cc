@@ -73,7 +73,7 @@ std::mutex build_mutex;  // node entries are made once, whichever reader asks fi
 
 StepStats::StepStats(const StepStats& other) { *this = other; }
 
-// A step not yet read is copied as it was recorded (~14 bytes a node of small ops, not ~420; as a flight
+// A step not yet read is copied as it was recorded (6-33 bytes a node, not ~420; as a flight
 // recorder copies every step into its ring), to be made node entries in the copy if it is read.
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this == &other) return *this;
@@ -519,13 +519,14 @@ StepStats::RecordedReader::RecordedReader(const StepStats& stats)
 
 bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records, size_t& num_outputs) {
   if (at_ == end_) return false;
-  const uint8_t head = *at_++;
+  const uint8_t head = head_ = *at_++;
   item_ += (head & RecordedWriter::kNextItem) ? 1 : static_cast<uint32_t>(unzigzag(get()));
-  start_ = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
-  const uint64_t duration = unzigzag(get());
-  const uint64_t waited = unzigzag(get());
+  start_ = static_cast<int64_t>(static_cast<uint64_t>(start_) + get());
+  const uint64_t duration = get();
+  const uint64_t waited = get();
   if (!(head & RecordedWriter::kSameThread)) thread_ += static_cast<uint32_t>(unzigzag(get()));
-  in_use_ = static_cast<int64_t>(static_cast<uint64_t>(in_use_) + unzigzag(get()));
+  if (!(head & RecordedWriter::kSameInUse))
+    in_use_ = static_cast<int64_t>(static_cast<uint64_t>(in_use_) + unzigzag(get()));
   if (!(head & RecordedWriter::kSameCounts)) {
     num_records_ = static_cast<size_t>(get());
     num_outputs_ = static_cast<size_t>(get());
@@ -545,14 +546,20 @@ bool StepStats::RecordedReader::next(RecordedNode& node, size_t& num_records, si
 }
 
 void StepStats::RecordedReader::output(RecordedOutput& out) {
-  const uint64_t head = get();
+  const uint64_t head = (head_ & RecordedWriter::kOutputsPredicted) ? RecordedWriter::kOutputPredicted : get();
   if (head == RecordedWriter::kNotProduced) {
     out = {};
     return;
   }
-  const uint64_t ptr = last_.ptr + unzigzag(get());
-  const auto id = static_cast<int64_t>(static_cast<uint64_t>(last_.allocation_id) + unzigzag(get()));
-  if (head != RecordedWriter::kAsTheOutputBefore) {
+  uint64_t ptr = 0;
+  int64_t id = 0;
+  if (!(head & 1)) {  // of the output before's description
+    ptr = (head & RecordedWriter::kPointerTwoBack) ? pointer_two_back_ : last_.ptr + unzigzag(get());
+    id = static_cast<int64_t>(static_cast<uint64_t>(last_.allocation_id) +
+                              ((head & RecordedWriter::kIdNext) ? 1 : unzigzag(get())));
+  } else {
+    ptr = last_.ptr + unzigzag(get());
+    id = static_cast<int64_t>(static_cast<uint64_t>(last_.allocation_id) + unzigzag(get()));
     last_.dtype = static_cast<DType>(head >> 3);
     last_.flags = static_cast<uint8_t>((head >> 1) & 3);
     const uint64_t requested = get();
@@ -561,6 +568,7 @@ void StepStats::RecordedReader::output(RecordedOutput& out) {
     last_.shape = static_cast<uint32_t>(last_.shape + unzigzag(get()));
     last_.allocator = static_cast<uint16_t>(get());
   }
+  pointer_two_back_ = last_.ptr;
   last_.ptr = ptr;
   last_.allocation_id = id;
   out = last_;

@@ -12,12 +12,11 @@
 //    arrays owned by the StepStats. A copy of a StepStats rebases the views onto its own arrays;
 //    a move keeps them as they are (the arrays do not move).
 // A traced step writes less than that: what it recorded of each node, its allocation records and
-// its outputs, as one stream of variable-length differences (~14 bytes a node of one output on
-// small ops, where the node entry, two AllocationRecords and a NodeOutput take ~450; see
-// RecordedWriter), and the plan's names,
-// shared. The node entries, output descriptions, memory entries and allocation records are made
+// its outputs, as one stream of variable-length differences (~6 bytes a node of one output on a
+// chain of small ops, 25-33 on real models, where the node entry, two AllocationRecords and a
+// NodeOutput take ~450; see RecordedWriter), and the plan's names, shared. The node entries, output descriptions, memory entries and allocation records are made
 // from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes ~14 bytes a node, not the ~420 its node entries
+// (most of what a flight recorder keeps) writes 6-33 bytes a node, not the ~420 its node entries
 // take. On new memory a step's cost follows its bytes (a VM's host charges 2-35 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
@@ -190,7 +189,7 @@ class StepStats {
   size_t num_stored_records() const { return std::max(records_.size(), num_recorded_records_); }
 
   // What a traced step writes of an output while it runs (the executor's describe_output, in its
-  // builder's array, a slot each; RecordedWriter keeps it in ~9 bytes): 32 bytes, where the
+  // builder's array, a slot each; RecordedWriter keeps it in 0-9 bytes): 32 bytes, where the
   // NodeOutput the first read makes of it takes 144 (most of that the shape's
   // eight 64-bit dimensions). Its shape and allocator name are the process's (intern_shape,
   // allocator_index); its slot is its place among its node's outputs. An output whose sizes do
@@ -281,20 +280,25 @@ class StepStats {
   // A step's fed outputs, then its recorded nodes in start order, each followed by its
   // allocation records and its outputs, are kept as one stream of variable-length integers
   // (LEB128), each the difference from what it most likely is:
-  // - a node: a head of four bits (its kernel failed; its item is the one after the node
-  //   before's; its thread, and its counts of records and outputs, are the node before's), what
-  //   the head does not say, its start from the node before's, its end and scheduled time from
-  //   its start, its allocator's bytes in use from the node before's;
+  // - a node: a head byte whose bits say what is left unsaid, as the reader predicts it (its
+  //   item is the one after the node before's; its thread, its counts of records and outputs
+  //   and its allocator's bytes in use are the node before's; its records' bytes and its
+  //   outputs are as predicted below; its first record is at its start) and whether its kernel
+  //   failed; then what the head does not say: its start from the node before's, its end and
+  //   scheduled time from its start, its bytes in use from the node before's;
   // - an allocation record: its time from its node's start; its bytes from the node before's
   //   first record's (a node's first), else from the negated record before (a free of what the
   //   node allocated, most often);
   // - an output: a head (0: not produced; 2: of the output before's dtype, flags, allocator,
-  //   shape and sizes; else the dtype and flags, then those fields), its pointer and allocation
-  //   id from the output before's.
-  // On a chain of small ops that is ~6 bytes a node, ~2.5 a record and ~4 an output, where fixed
-  // fields took 32, 8 and 32; on new memory a step's cost follows its bytes (a VM's host charges
-  // 2-30 µs a 4 KiB page). Every value fits: nothing but an output's (see RecordedOutput) is
-  // kept apart.
+  //   shape and sizes, with bits for an allocation id the next one and a pointer the output
+  //   before the output before's, as an allocator handing back two buffers in turn gives them;
+  //   else the dtype and flags, then those fields), its pointer and allocation id from the
+  //   output before's where the head does not say them.
+  // On a chain of small ops that is ~6 bytes a node (its head, three times, its free's time),
+  // where fixed fields took 32 a node, 8 a record and 32 an output; on real models 25-33 bytes
+  // a node (the costliest field an output's pointer). On new memory a step's cost follows its
+  // bytes (a VM's host charges 2-30 µs a 4 KiB page). Every value fits: nothing but an output's
+  // (see RecordedOutput) is kept apart.
   class RecordedWriter {
    public:
     // First, the outputs of each fed node, in the plan's order (from the step's end: not
@@ -316,28 +320,50 @@ class StepStats {
         grow(bound);
       const bool next_item = node.item == last_item_ + 1, same_thread = node.thread_id == last_thread_;
       const bool same_counts = num_records == last_records_ && num_outputs == last_outputs_;
+      const bool same_in_use = node.bytes_in_use_at_end == last_in_use_;
+      const bool first_at_start = num_records == 0 || records[0].alloc_ns == node.start_ns;
+      bool bytes_predicted = true;
+      for (size_t i = 0; i < num_records && bytes_predicted; ++i)
+        bytes_predicted = static_cast<uint64_t>(records[i].alloc_bytes) ==
+                          (i == 0 ? static_cast<uint64_t>(last_first_bytes_)
+                                  : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes));
+      uint8_t* const head = at_;
       uint8_t* p = at_;
       *p++ = static_cast<uint8_t>((node.missing_outputs ? kMissing : 0) | (next_item ? kNextItem : 0) |
-                                  (same_thread ? kSameThread : 0) | (same_counts ? kSameCounts : 0));
+                                  (same_thread ? kSameThread : 0) | (same_counts ? kSameCounts : 0) |
+                                  (same_in_use ? kSameInUse : 0) | (bytes_predicted ? kBytesPredicted : 0) |
+                                  (first_at_start ? kFirstAtStart : 0));
       if (!next_item) p = put(p, zigzag32(node.item - last_item_));
-      p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(last_start_)));
-      p = put(p, zigzag(static_cast<uint64_t>(node.end_ns) - static_cast<uint64_t>(node.start_ns)));
-      p = put(p, zigzag(static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(node.scheduled_ns)));
+      // Never negative (the nodes come in start order; a node ends after it starts, and starts
+      // after it became ready), so not zigzagged: lossless all the same.
+      p = put(p, static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(last_start_));
+      p = put(p, static_cast<uint64_t>(node.end_ns) - static_cast<uint64_t>(node.start_ns));
+      p = put(p, static_cast<uint64_t>(node.start_ns) - static_cast<uint64_t>(node.scheduled_ns));
       if (!same_thread) p = put(p, zigzag32(node.thread_id - last_thread_));
-      p = put(p, zigzag(static_cast<uint64_t>(node.bytes_in_use_at_end) - static_cast<uint64_t>(last_in_use_)));
+      if (!same_in_use)
+        p = put(p, zigzag(static_cast<uint64_t>(node.bytes_in_use_at_end) - static_cast<uint64_t>(last_in_use_)));
       if (!same_counts) {
         p = put(p, num_records);
         p = put(p, num_outputs);
       }
-      uint64_t expected_bytes = static_cast<uint64_t>(last_first_bytes_);
       for (size_t i = 0; i < num_records; ++i) {
-        const uint64_t bytes = static_cast<uint64_t>(records[i].alloc_bytes);
-        p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
-        p = put(p, zigzag(bytes - expected_bytes));
-        if (i == 0) last_first_bytes_ = records[0].alloc_bytes;
-        expected_bytes = 0 - bytes;
+        if (i > 0 || !first_at_start)
+          p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
+        if (!bytes_predicted) {
+          const uint64_t expected = i == 0 ? static_cast<uint64_t>(last_first_bytes_)
+                                           : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes);
+          p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes) - expected));
+        }
       }
+      if (num_records > 0) last_first_bytes_ = records[0].alloc_bytes;
+      uint8_t* const outputs_at = p;
       for (size_t i = 0; i < num_outputs; ++i) p = put_output(p, outputs[i]);
+      // Outputs each written as its one predicted head are left unsaid: the node's head says so.
+      if (num_outputs > 0 && p == outputs_at + num_outputs &&
+          std::all_of(outputs_at, p, [](uint8_t h) { return h == kOutputPredicted; })) {
+        *head |= kOutputsPredicted;
+        p = outputs_at;
+      }
       at_ = p;
       last_item_ = node.item;
       last_thread_ = node.thread_id;
@@ -357,8 +383,14 @@ class StepStats {
     friend class RecordedReader;  // the heads' codes
     // A node's head (one byte), and its other fields at their longest.
     static constexpr size_t kMaxNodeBytes = 1 + 8 * 10, kMaxRecordBytes = 2 * 10, kMaxOutputBytes = 7 * 10;
-    static constexpr uint8_t kMissing = 1, kNextItem = 2, kSameThread = 4, kSameCounts = 8;
-    static constexpr uint64_t kNotProduced = 0, kAsTheOutputBefore = 2;  // an output's heads that are not a dtype's
+    // A node's head: its kernel failed; what is left unsaid, as the reader predicts it.
+    static constexpr uint8_t kMissing = 1, kNextItem = 2, kSameThread = 4, kSameCounts = 8, kSameInUse = 16,
+                             kBytesPredicted = 32, kFirstAtStart = 64, kOutputsPredicted = 128;
+    // An output's heads that are not a dtype's (odd): not produced; of the output before's
+    // dtype, flags, allocator, shape and sizes, and, with the bits after, its allocation id the
+    // next one and its pointer the one of the output before the output before.
+    static constexpr uint8_t kNotProduced = 0, kAsTheOutputBefore = 2, kIdNext = 4, kPointerTwoBack = 8,
+                             kOutputPredicted = kAsTheOutputBefore | kIdNext | kPointerTwoBack;
     RecordedWriter(StepStats& stats, size_t num_slots);
     void grow(size_t bound);
     // A difference taken in two's complement (wrapping), zigzagged: small either side of 0.
@@ -374,9 +406,12 @@ class StepStats {
       if (out.dtype == last_.dtype && out.flags == last_.flags && out.allocator == last_.allocator &&
           out.shape == last_.shape && out.requested_bytes == last_.requested_bytes &&
           out.allocated_bytes == last_.allocated_bytes) {
-        *p++ = kAsTheOutputBefore;
-        p = put(p, zigzag(out.ptr - last_.ptr));
-        p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_.allocation_id)));
+        const bool id_next = static_cast<uint64_t>(out.allocation_id) == static_cast<uint64_t>(last_.allocation_id) + 1;
+        const bool two_back = out.ptr == pointer_two_back_;
+        *p++ = static_cast<uint8_t>(kAsTheOutputBefore | (id_next ? kIdNext : 0) | (two_back ? kPointerTwoBack : 0));
+        if (!two_back) p = put(p, zigzag(out.ptr - last_.ptr));
+        if (!id_next)
+          p = put(p, zigzag(static_cast<uint64_t>(out.allocation_id) - static_cast<uint64_t>(last_.allocation_id)));
       } else {
         p = put(p, (uint64_t{static_cast<uint8_t>(out.dtype)} << 3) | (uint64_t{out.flags} << 1) | 1);
         p = put(p, zigzag(out.ptr - last_.ptr));
@@ -386,11 +421,13 @@ class StepStats {
         p = put(p, zigzag(uint64_t{out.shape} - uint64_t{last_.shape}));
         p = put(p, out.allocator);
       }
+      pointer_two_back_ = last_.ptr;
       last_ = out;
       return p;
     }
     StepStats* stats_;
     RecordedOutput last_{};  // the last output written (not counting those not produced)
+    uint64_t pointer_two_back_ = 0;  // the pointer of the output written before that one
     size_t num_slots_;
     uint8_t *at_, *end_;
     uint32_t last_item_ = UINT32_MAX, last_thread_ = 0;
@@ -412,8 +449,10 @@ class StepStats {
     void output(RecordedOutput& out);
     // Each of the node's records, in order, after next().
     AllocationRecord record() {
-      const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + unzigzag(get()));
-      const auto bytes = static_cast<int64_t>(expected_bytes_ + unzigzag(get()));
+      const bool at_start = first_record_ && (head_ & RecordedWriter::kFirstAtStart);
+      const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + (at_start ? 0 : unzigzag(get())));
+      const auto bytes = static_cast<int64_t>(
+          expected_bytes_ + ((head_ & RecordedWriter::kBytesPredicted) ? 0 : unzigzag(get())));
       if (first_record_) last_first_bytes_ = bytes;
       first_record_ = false;
       expected_bytes_ = 0 - static_cast<uint64_t>(bytes);
@@ -427,9 +466,11 @@ class StepStats {
     uint32_t item_ = UINT32_MAX, thread_ = 0;
     int64_t start_, in_use_ = 0, last_first_bytes_ = 0;
     uint64_t expected_bytes_ = 0;
+    uint8_t head_ = 0;  // the node's (none before the first: the fed outputs say their heads)
     bool first_record_ = false;
     size_t num_records_ = 0, num_outputs_ = 0;
     RecordedOutput last_{};
+    uint64_t pointer_two_back_ = 0;
   };
   // How many nodes and allocation records the step recorded, and in how many bytes (until its
   // node entries are made).
@@ -437,8 +478,9 @@ class StepStats {
   size_t num_recorded_records() const { return num_recorded_records_; }
   size_t num_recorded_bytes() const { return recorded_.size(); }
   // The bytes to reserve for the recorded stream of a step of n nodes, `records` allocation
-  // records and `outputs` outputs, as most steps need (more only for long ops or big tensors:
-  // the writer grows).
+  // records and `outputs` outputs: ~4x a chain of small ops' stream, a little under real models'
+  // (the writer grows; a plan's later steps reserve what the step before took, see
+  // StepStatsBuilder::recorded_room).
   static size_t recorded_bytes_estimate(size_t n, size_t records, size_t outputs) {
     return 12 * n + 3 * records + 10 * outputs;
   }

@@ -238,6 +238,14 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
        .scheduled_ns = INT64_MIN, .bytes_in_use_at_end = INT64_MIN},
       {.item = 4, .missing_outputs = false, .thread_id = 7, .start_ns = INT64_MIN, .end_ns = INT64_MAX,
        .scheduled_ns = INT64_MAX, .bytes_in_use_at_end = INT64_MAX},
+      // What the reader predicts: the allocator's bytes in use as before, records' bytes as
+      // predicted, the first record at the node's start (and below, outputs as predicted).
+      {.item = 5, .missing_outputs = false, .thread_id = 7, .start_ns = base, .end_ns = base + 1,
+       .scheduled_ns = base, .bytes_in_use_at_end = INT64_MAX},
+      {.item = 6, .missing_outputs = false, .thread_id = 7, .start_ns = base + 2, .end_ns = base + 3,
+       .scheduled_ns = base + 1, .bytes_in_use_at_end = INT64_MAX},
+      {.item = 7, .missing_outputs = false, .thread_id = 7, .start_ns = base + 4, .end_ns = base + 4,
+       .scheduled_ns = base + 4, .bytes_in_use_at_end = 0},
   };
   const std::vector<std::vector<AllocationRecord>> records = {
       {{base + 7, 64}, {base + 8, -64}},
@@ -245,6 +253,9 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
       {},
       {{INT64_MIN, INT64_MIN}, {INT64_MAX, INT64_MAX}},
       {{base, 0}},
+      {{base, 0}, {base + 1, 0}},
+      {{base + 2, 0}, {base + 9, -0}},
+      {{base + 4, 1}, {base + 5, -1}},
   };
   // Outputs: one of every field's extremes, one as the output before but for its pointer and
   // allocation id (written as those two alone), one not produced, one kept apart.
@@ -266,14 +277,30 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
     return std::tuple(o.ptr, o.allocation_id, o.requested_bytes, o.allocated_bytes, o.shape, static_cast<int>(o.dtype),
                       int{o.flags});
   };
-  const std::vector<std::vector<Output>> outputs = {{full, moved, Output{}}, {}, {kept_apart}, {moved, moved}, {full}};
+  // Then outputs as the output before but for an allocation id the next one and a pointer the
+  // one two outputs back, alone (the node says so: none is written) and with other outputs;
+  // either alone, and the id's wrap from INT64_MAX to INT64_MIN.
+  auto after = [](Output o, uint64_t ptr, int64_t id) {
+    o.ptr = ptr;
+    o.allocation_id = id;
+    return o;
+  };
+  const std::vector<std::vector<Output>> outputs = {
+      {full, moved, Output{}},
+      {},
+      {kept_apart},
+      {moved, moved},
+      {full},
+      {after(full, 0, INT64_MIN + 1)},                                                  // both predicted
+      {after(full, 12345, INT64_MIN + 2), after(full, 0, 7), after(full, 12345, 8)},  // id; pointer; both
+      {after(full, 1, INT64_MAX), after(full, 12345, INT64_MIN), Output{}}};
   st.reserve_recorded(8);  // too little: the writer grows the stream
-  StepStats::RecordedWriter writer = st.write_recorded(7);
+  StepStats::RecordedWriter writer = st.write_recorded(13);
   for (size_t k = 0; k < nodes.size(); ++k)
     writer.add(nodes[k], records[k].data(), records[k].size(), outputs[k].data(), outputs[k].size());
   writer.close();
   EXPECT_EQ(st.num_recorded_nodes(), nodes.size());
-  EXPECT_EQ(st.num_recorded_records(), 8u);
+  EXPECT_EQ(st.num_recorded_records(), 14u);
   auto names = std::make_shared<StepStats::PlanNames>();  // none read: the entries are not made
   names->set_state(StepStats::PlanNames::kMade);
   st.set_recorded(names, StepStats::intern("cpu"), 0);  // a step recorded, and not read, is copied as it is
@@ -310,18 +337,19 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
     EXPECT_FALSE(reader.next(node, num_records, num_outputs));
   }
 
-  // Small differences, as a chain of small ops has them (item +1, start +60 ns, 30 ns long,
-  // scheduled 10 ns before, the same thread, 32 bytes more in use, one record 20 ns in of 32
-  // bytes, one output 32 bytes after the one before, of the next allocation id, 32 bytes, the
-  // same shape and allocator): after the first, each node is its head and four fields, its record
-  // two, its output a head and two.
+  // A chain of small ops as the executor records it (the item after the node before's, each
+  // node 50 ns after the one before and 20 ns long, ready 10 ns before it starts, on one thread,
+  // the allocator's bytes in use the same; a record of its output's 32 bytes at its start, and
+  // one of their free at the next node's end; its output of the next allocation id, in the
+  // buffer of the output two before, as the allocator hands back two buffers in turn): after
+  // the first two nodes, each is its head, three times in a byte each and its free's time in two.
   StepStats small;
   small.base_ns = base;
   StepStats::RecordedWriter w = small.write_recorded(100);
   for (uint32_t i = 0; i < 100; ++i) {
-    const int64_t start = base + 60 * (i + 1);
-    const AllocationRecord record{start + 20, 32};
-    const StepStats::RecordedOutput output{.ptr = 4096 + 32 * uint64_t{i},
+    const int64_t start = base + 50 * (i + 1);
+    const AllocationRecord chain_records[] = {{start, 32}, {start + 70, -32}};
+    const StepStats::RecordedOutput output{.ptr = 4096 + 64 * uint64_t{i % 2},
                                            .allocation_id = i,
                                            .requested_bytes = 32,
                                            .allocated_bytes = 32,
@@ -329,14 +357,16 @@ TEST(StepStats, RecordedNodesAndRecordsOfAnySizeReadBackWhole) {
                                            .allocator = 1,
                                            .dtype = DType::kFloat32,
                                            .flags = 0};
-    w.add({.item = i + 1, .missing_outputs = false, .thread_id = 0, .start_ns = start, .end_ns = start + 30,
-           .scheduled_ns = start - 10, .bytes_in_use_at_end = 32 * int64_t{i + 1}},
-          &record, 1, &output, 1);
+    w.add({.item = i, .missing_outputs = false, .thread_id = 0, .start_ns = start, .end_ns = start + 20,
+           .scheduled_ns = start - 10, .bytes_in_use_at_end = 32},
+          chain_records, 2, &output, 1);
   }
   w.close();
-  // The first node also says its item (1, not 0 after none), and its counts of records and
-  // outputs; its output is written whole, seven fields, its pointer (4096 after 0) in two bytes.
-  EXPECT_EQ(small.num_recorded_bytes(), 99u * (5 + 2 + 3) + (8 + 2 + 8));
+  // The first node also says its bytes in use and its counts of records and outputs, its
+  // records' bytes (the free's, as predicted from the first, in a byte), and its output whole:
+  // seven fields, its pointer (4096 after 0) in two bytes. The second's output says its pointer
+  // (64 after the first's, in two bytes).
+  EXPECT_EQ(small.num_recorded_bytes(), 98u * (1 + 3 + 2) + (1 + 3 + 1 + 2 + 1 + (2 + 1) + 8) + (1 + 3 + 2 + 3));
 }
 
 // What a step recorded (as StepStatsBuilder::finish writes it) is made node entries on the first
