@@ -715,7 +715,13 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     if (room_mapping.beside) std::exchange(room_mapping.beside, nullptr)->stop();  // all written
     s.recorder->recycle();
     if (trace_devices) collect_device_tracers(*stats);
-    if (spare_wanted) make_spare_beside(stats->reserved_sizes(), num_items, traced_gap_ns);
+    if (spare_wanted) {
+      // The next kept step's arrays are this one's, but for a stream only as big as the room the
+      // next step reserves: this one's may be a plan's first estimate, 4-5x a chain's stream.
+      StepStats::ArraySizes sizes = stats->reserved_sizes();
+      sizes.recorded_bytes = std::min(sizes.recorded_bytes, buf->trace.recorded_room(*plan));
+      make_spare_beside(std::move(sizes), num_items, traced_gap_ns);
+    }
     last_traced_end_ns_.store(now_ns(), std::memory_order_relaxed);
   }
   if (metadata && options.output_partition_graphs) {

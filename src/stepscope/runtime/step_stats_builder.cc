@@ -28,18 +28,19 @@ StepStatsBuilder::Begun StepStatsBuilder::begin(const Executor::Plan& plan, Step
   bool spare_wanted = false;
   stats.reuse_for_step(&spare_wanted);
   // Room for what the step writes, made now so that a thread left idle can fault it in while
-  // the step runs (StepStats::room): the recorded stream its end writes, as many bytes as the
-  // last step's and an eighth more (the first: two allocation records a node, as most nodes
-  // have, and an output a slot). finish() grows the room where a step needs more.
-  const size_t n = plan.items.size();
-  const size_t num_slots = static_cast<size_t>(plan.num_slots);
+  // the step runs (StepStats::room): the recorded stream its end writes. finish() grows the room
+  // where a step needs more.
   const size_t reserved = stats.reserved_bytes();
-  const size_t recorded_bytes = last_recorded_bytes_ ? last_recorded_bytes_ + last_recorded_bytes_ / 8
-                                                     : StepStats::recorded_bytes_estimate(n, 2 * n, num_slots);
-  stats.reserve_recorded(recorded_bytes);
+  stats.reserve_recorded(recorded_room(plan));
   stats.base_ns = start.ns;
   stats.base_wall_ns = wall_ns();
   return {stats.reserved_bytes() > reserved, spare_wanted};
+}
+
+size_t StepStatsBuilder::recorded_room(const Executor::Plan& plan) const {
+  const size_t n = plan.items.size();
+  return last_recorded_bytes_ ? last_recorded_bytes_ + last_recorded_bytes_ / 8
+                              : StepStats::recorded_bytes_estimate(n, 2 * n, static_cast<size_t>(plan.num_slots));
 }
 
 StepStatsBuilder::Slots StepStatsBuilder::slots(const Executor::Plan& plan) {

@@ -115,6 +115,10 @@ class StepStatsBuilder {
   // Before the step: `stats` forgets what it held (keeping its memory), takes the step's base
   // times, and has room reserved for what finish() writes (StepStats::room).
   Begun begin(const Executor::Plan& plan, StepStats& stats, StepClock::Point start);
+  // The room begin() reserves for a step's recorded stream: the step before's and an eighth
+  // more (the plan's first traced step: StepStats::recorded_bytes_estimate, two allocation
+  // records a node and an output a slot).
+  size_t recorded_room(const Executor::Plan& plan) const;
   // The slots a traced step writes while it runs (the builder's, kept for the plan's next
   // traced step; finish() writes what they hold into the StepStats' recorded stream).
   struct Slots {
