@@ -14,8 +14,9 @@
 // A traced step writes less than that: what it recorded of each node, its allocation records and
 // its outputs, as one stream of variable-length differences (~6 bytes a node of one output on a
 // chain of small ops, 25-33 on real models, where the node entry, two AllocationRecords and a
-// NodeOutput take ~450; see RecordedWriter), and the plan's names, shared. The node entries, output descriptions, memory entries and allocation records are made
-// from them on the first read of dev_stats(), from any thread: a step whose stats nobody reads
+// NodeOutput take ~450; see RecordedWriter), and the plan's names, shared. The node entries,
+// output descriptions, memory entries and allocation records are made from them on the first
+// read of dev_stats(), from any thread: a step whose stats nobody reads
 // (most of what a flight recorder keeps) writes 6-33 bytes a node, not the ~420 its node entries
 // take. On new memory a step's cost follows its bytes (a VM's host charges 2-35 µs a 4 KiB page).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
@@ -324,9 +325,9 @@ class StepStats {
       const bool first_at_start = num_records == 0 || records[0].alloc_ns == node.start_ns;
       bool bytes_predicted = true;
       for (size_t i = 0; i < num_records && bytes_predicted; ++i)
-        bytes_predicted = static_cast<uint64_t>(records[i].alloc_bytes) ==
-                          (i == 0 ? static_cast<uint64_t>(last_first_bytes_)
-                                  : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes));
+        bytes_predicted =
+            static_cast<uint64_t>(records[i].alloc_bytes) ==
+            (i == 0 ? static_cast<uint64_t>(last_first_bytes_) : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes));
       uint8_t* const head = at_;
       uint8_t* p = at_;
       *p++ = static_cast<uint8_t>((node.missing_outputs ? kMissing : 0) | (next_item ? kNextItem : 0) |
@@ -350,8 +351,8 @@ class StepStats {
         if (i > 0 || !first_at_start)
           p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
         if (!bytes_predicted) {
-          const uint64_t expected = i == 0 ? static_cast<uint64_t>(last_first_bytes_)
-                                           : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes);
+          const uint64_t expected =
+              i == 0 ? static_cast<uint64_t>(last_first_bytes_) : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes);
           p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes) - expected));
         }
       }
@@ -451,8 +452,8 @@ class StepStats {
     AllocationRecord record() {
       const bool at_start = first_record_ && (head_ & RecordedWriter::kFirstAtStart);
       const int64_t at = static_cast<int64_t>(static_cast<uint64_t>(start_) + (at_start ? 0 : unzigzag(get())));
-      const auto bytes = static_cast<int64_t>(
-          expected_bytes_ + ((head_ & RecordedWriter::kBytesPredicted) ? 0 : unzigzag(get())));
+      const auto bytes =
+          static_cast<int64_t>(expected_bytes_ + ((head_ & RecordedWriter::kBytesPredicted) ? 0 : unzigzag(get())));
       if (first_record_) last_first_bytes_ = bytes;
       first_record_ = false;
       expected_bytes_ = 0 - static_cast<uint64_t>(bytes);
