@@ -510,19 +510,19 @@ void Executor::prepare_traced_steps(Plan& plan) const {
 }
 
 // A caller who traces each step into a new RunMetadata and keeps them has each step write new
-// memory: a core the steps leave idle makes the next one's arrays between them, where there is
-// time between them. Where there is not (the step before came sooner after the one before it
-// than the last set took to make), making the next set would fight the next step for the
-// kernel's page faults, and the core maps each step's own new memory beside it instead
-// (map_room_and_name): measured at 10^5 nodes, back to back, 15 ms for a step given a set made
-// ahead but 33-36 ms for the one after, against 21 ms for every step with its memory mapped
-// beside it.
-void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items, int64_t gap_ns) {
+// memory: a core the steps leave idle makes the next one's arrays between them. It stops when
+// the next traced step starts (a set not made whole is dropped: a step takes a set whole or not
+// at all), so that it never fights that step, whose own new memory the core then maps beside it
+// (map_room_and_name): steps back to back, with no time between them, have their memory mapped
+// beside them, never twice. (Measured at 10^5 nodes, back to back, a set still being made beside
+// the next step: 15 ms for a step given a set made ahead but 33-36 ms for the one after, against
+// 21 ms for every step with its memory mapped beside it.)
+void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items) {
   if (!core_left_idle(items, cores_used())) return;
   std::lock_guard<std::mutex> lock(spare_mutex_);
-  if (gap_ns < spare_make_ns_) return;
   spare_sizes_ = std::move(sizes);
   spare_wanted_ = true;
+  spare_stopped_.store(false, std::memory_order_relaxed);
   if (making_spares_) return;  // the thread making them makes this one next
   making_spares_ = true;
   try {
@@ -540,17 +540,10 @@ void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items, int6
           spare_wanted_ = false;
           sizes = spare_sizes_;
         }
-        const int64_t start = now_ns();
-        bool made = false;
         try {
-          made = StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps);
+          StepStats::prepare_spare(sizes, StepStats::SpareFor::kKeptSteps, &spare_stopped_);
         } catch (const std::bad_alloc&) {  // a head start only: the next step makes its own arrays
         }
-        std::lock_guard<std::mutex> lock(spare_mutex_);
-        // Only a set made says what the next costs: one asked for while this thread made the
-        // last was there already, and its near-zero time would let the next step's making
-        // start with no gap before it, fighting that step for the kernel's page faults.
-        if (made) spare_make_ns_ = now_ns() - start;
       }
     });
   } catch (const std::system_error&) {  // no thread to be had: the next step makes its own
@@ -619,9 +612,9 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     }
   } room_mapping;
   bool spare_wanted = false;  // see StepStats::reuse_for_step
-  int64_t traced_gap_ns = 0;  // since the last traced step of this executor ended
   if (options.trace_level != TraceLevel::kNoTrace && metadata) {
     plan->stop_preparation();  // where still at work: this step makes what it needs
+    spare_stopped_.store(true, std::memory_order_relaxed);  // a set not made yet is not this step's
     s.trace = true;
     s.recorder = AllocationRecorder::acquire();
     // Room for a node's output and the free of its input (what most nodes record), on whichever
@@ -642,7 +635,6 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
     room_mapping.beside =
         map_room_and_name(*plan, !plan->has_names(), std::move(room), cores_used(), mapping);
     spare_wanted = begun.spare_wanted;
-    traced_gap_ns = start.ns - last_traced_end_ns_.load(std::memory_order_relaxed);
     s.records = slots.records;
     s.step_stats = stats;
     s.output_descriptions = slots.outputs;
@@ -720,9 +712,8 @@ std::vector<Tensor> Executor::run(const FeedList& feeds, const std::vector<Outpu
       // next step reserves: this one's may be a plan's first estimate, 4-5x a chain's stream.
       StepStats::ArraySizes sizes = stats->reserved_sizes();
       sizes.recorded_bytes = std::min(sizes.recorded_bytes, buf->trace.recorded_room(*plan));
-      make_spare_beside(std::move(sizes), num_items, traced_gap_ns);
+      make_spare_beside(std::move(sizes), num_items);
     }
-    last_traced_end_ns_.store(now_ns(), std::memory_order_relaxed);
   }
   if (metadata && options.output_partition_graphs) {
     const auto& names = plan->names();

@@ -68,8 +68,7 @@ class Executor {
                                    const std::vector<Node*>& targets) const;
   // What a plan's first traced step writes, made ahead where told or the plan is small (see there).
   void prepare_traced_steps(Plan& plan) const;
-  // `gap_ns`: how long before the step that wants it the traced step before it ended.
-  void make_spare_beside(StepStats::ArraySizes sizes, size_t items, int64_t gap_ns);
+  void make_spare_beside(StepStats::ArraySizes sizes, size_t items);
   // The cores a step uses: the caller's and the pools' threads.
   int cores_used() const;
   void process(RunState* state, int first) const;
@@ -97,12 +96,10 @@ class Executor {
   uint16_t cpu_allocator_index_;  // StepStats::allocator_index
   // The spare StepStats arrays an idle core makes for the next of the steps traced into a new
   // RunMetadata each, kept (StepStats::prepare_spare): one thread, making one for the latest
-  // such step's sizes while one is wanted, where the last set took no longer to make than the
-  // time between the steps.
-  std::atomic<int64_t> last_traced_end_ns_{0};
+  // such step's sizes while one is wanted, until the next traced step starts (spare_stopped_).
+  std::atomic<bool> spare_stopped_{false};
   std::mutex spare_mutex_;
   StepStats::ArraySizes spare_sizes_;
-  int64_t spare_make_ns_ = 0;  // how long the last set took
   bool spare_wanted_ = false, making_spares_ = false;
   ThreadBeside making_spare_;  // last: the others outlive its thread
 };

@@ -117,6 +117,19 @@ TEST(StepStats, ASpareSetMadeAheadIsWhatTheNextFreshOneTakes) {
   EXPECT_LT(another.reserved_sizes().recorded_bytes, spare_sizes().recorded_bytes);
 }
 
+// A set whose making is stopped (the next traced step started: Executor::make_spare_beside) is
+// dropped, not left half mapped: the next fresh StepStats finds none.
+TEST(StepStats, ASpareSetStoppedBeforeItIsWholeIsDropped) {
+  StepStats earlier;
+  earlier.reuse_for_step();  // takes what earlier tests left, if anything
+  const std::atomic<bool> stopped{true};
+  EXPECT_FALSE(StepStats::prepare_spare(spare_sizes(), StepStats::SpareFor::kKeptSteps, &stopped));
+  StepStats fresh;
+  fresh.reuse_for_step();
+  EXPECT_EQ(fresh.reserved_sizes().recorded_bytes, 0u);
+  EXPECT_EQ(fresh.reserved_sizes().outputs, 0u);
+}
+
 // Steps traced into a new RunMetadata each, kept: each after the first finds the spare set
 // empty (the one before holds it) and asks for one; a set made for them asks for the next.
 TEST(StepStats, FreshOnesThatFindTheSpareSetGoneAskForOneMade) {
