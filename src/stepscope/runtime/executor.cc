@@ -512,11 +512,11 @@ void Executor::prepare_traced_steps(Plan& plan) const {
 // A caller who traces each step into a new RunMetadata and keeps them has each step write new
 // memory: a core the steps leave idle makes the next one's arrays between them. It stops when
 // the next traced step starts (a set not made whole is dropped: a step takes a set whole or not
-// at all), so that it never fights that step, whose own new memory the core then maps beside it
-// (map_room_and_name): steps back to back, with no time between them, have their memory mapped
-// beside them, never twice. (Measured at 10^5 nodes, back to back, a set still being made beside
-// the next step: 15 ms for a step given a set made ahead but 33-36 ms for the one after, against
-// 21 ms for every step with its memory mapped beside it.)
+// at all), after the piece it is mapping (StepStats::prepare_spare), so as not to fight that
+// step, whose own new memory the core then maps beside it (map_room_and_name). (Measured at
+// 10^5 nodes, back to back, a set still being made beside the next step: 15 ms for a step given
+// a set made ahead but 33-36 ms for the one after, against 21 ms for every step with its memory
+// mapped beside it.)
 void Executor::make_spare_beside(StepStats::ArraySizes sizes, size_t items) {
   if (!core_left_idle(items, cores_used())) return;
   std::lock_guard<std::mutex> lock(spare_mutex_);

@@ -325,9 +325,7 @@ class StepStats {
       const bool first_at_start = num_records == 0 || records[0].alloc_ns == node.start_ns;
       bool bytes_predicted = true;
       for (size_t i = 0; i < num_records && bytes_predicted; ++i)
-        bytes_predicted =
-            static_cast<uint64_t>(records[i].alloc_bytes) ==
-            (i == 0 ? static_cast<uint64_t>(last_first_bytes_) : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes));
+        bytes_predicted = static_cast<uint64_t>(records[i].alloc_bytes) == predicted_bytes(records, i);
       uint8_t* const head = at_;
       uint8_t* p = at_;
       *p++ = static_cast<uint8_t>((node.missing_outputs ? kMissing : 0) | (next_item ? kNextItem : 0) |
@@ -350,11 +348,8 @@ class StepStats {
       for (size_t i = 0; i < num_records; ++i) {
         if (i > 0 || !first_at_start)
           p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_ns) - static_cast<uint64_t>(node.start_ns)));
-        if (!bytes_predicted) {
-          const uint64_t expected =
-              i == 0 ? static_cast<uint64_t>(last_first_bytes_) : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes);
-          p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes) - expected));
-        }
+        if (!bytes_predicted)
+          p = put(p, zigzag(static_cast<uint64_t>(records[i].alloc_bytes) - predicted_bytes(records, i)));
       }
       if (num_records > 0) last_first_bytes_ = records[0].alloc_bytes;
       uint8_t* const outputs_at = p;
@@ -399,6 +394,11 @@ class StepStats {
     // The same for 32-bit fields (an item's or thread's), small either side of 0 modulo 2^32.
     static uint64_t zigzag32(uint32_t difference) { return proto_wire::zigzag(static_cast<int32_t>(difference)); }
     static uint8_t* put(uint8_t* p, uint64_t v) { return proto_wire::put_varint(p, v); }
+    // What record i of a node is predicted to allocate: a node's first, the node before's first
+    // record's bytes; a later one, the negated record before (a free of what the node allocated).
+    uint64_t predicted_bytes(const AllocationRecord* records, size_t i) const {
+      return i == 0 ? static_cast<uint64_t>(last_first_bytes_) : 0 - static_cast<uint64_t>(records[i - 1].alloc_bytes);
+    }
     uint8_t* put_output(uint8_t* p, const RecordedOutput& out) {
       if (!out.allocator && !out.kept_apart()) {
         *p++ = kNotProduced;
