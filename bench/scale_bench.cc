@@ -18,6 +18,9 @@
 //                     node (≤ 1 µs)
 //   scope/op/graph/code views   each view's first query (time_and_memory, no output; the view's
 //                     structure built then): µs a node (≤ 1 µs)
+//   a new page        the system time of the row's timed work over the pages it touched first:
+//                     the price every figure of new memory above paid (a VM's host charges
+//                     ~1-2 µs for memory it backs, 10-50 µs for memory it took back)
 // Figures are medians over repetitions (fewer for big N). A plain program (no Google Benchmark):
 //   scale_bench [--max-nodes 1000000] [--sizes 1000,10000] [--markdown] [--only PHASE K] [--pause S]
 //               [--expect-traced-steps]
@@ -94,13 +97,19 @@ double milliseconds(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3;
 // first touched in it (minor faults) go to stderr: on a VM, the system time of the same number
 // of faults varies several-fold from run to run, while the user time and the faults do not, so
 // they tell the code's cost from the host's.
+// The system time and the pages first touched of every timed repetition of the row measured
+// now: the row's price of a new page (see Row::page_price_us).
+double timed_system_ms = 0;
+long timed_pages = 0;
 double repetition_seconds(const char* phase, const std::function<void()>& body, bool report = false) {
   report = report || (!only_phase.empty() && only_phase == phase);
   rusage before{}, after{};
-  if (report) getrusage(RUSAGE_SELF, &before);
+  getrusage(RUSAGE_SELF, &before);
   const double seconds = seconds_of(body);
+  getrusage(RUSAGE_SELF, &after);
+  timed_system_ms += milliseconds(after.ru_stime) - milliseconds(before.ru_stime);
+  timed_pages += after.ru_minflt - before.ru_minflt;
   if (report) {
-    getrusage(RUSAGE_SELF, &after);
     std::fprintf(stderr, "%s: %.4g ms, user %.4g ms, system %.4g ms, %ld pages first touched\n", phase, seconds * 1e3,
                  milliseconds(after.ru_utime) - milliseconds(before.ru_utime),
                  milliseconds(after.ru_stime) - milliseconds(before.ru_stime), after.ru_minflt - before.ru_minflt);
@@ -137,6 +146,11 @@ struct Row {
   double timeline_s = 0, timeline_mb = 0;
   int64_t events = 0;
   double add_step_s = 0, scope_s = 0, op_s = 0, graph_s = 0, code_s = 0;
+  // The system time of the row's timed repetitions over the pages they touched first: on a VM,
+  // the host's price of a new page (~1-2 µs where it backs the memory, 10-50 µs where it took
+  // the memory back), which every figure of new memory follows. 0 where too few pages were
+  // touched to tell (the system time is counted in scheduler ticks).
+  double page_price_us = 0;
 };
 
 int64_t count_events(const std::string& json) {
@@ -148,6 +162,8 @@ int64_t count_events(const std::string& json) {
 Row measure(int64_t n) {
   Row row;
   row.nodes = n;
+  timed_system_ms = 0;
+  timed_pages = 0;
   const int reps = static_cast<int>(std::clamp<int64_t>(200000 / n, 3, 15));
   Graph g;
   Scope root(g);
@@ -277,7 +293,15 @@ Row measure(int64_t n) {
   row.op_s = first_query("op", [&](const Profiler& p) { p.profile_operations(options); });
   row.graph_s = first_query("graph", [&](const Profiler& p) { p.profile_graph(options); });
   row.code_s = first_query("code", [&](const Profiler& p) { p.profile_code(options); });
+  if (timed_pages >= 10000) row.page_price_us = timed_system_ms * 1e3 / static_cast<double>(timed_pages);
   return row;
+}
+
+std::string page_price(const Row& r) {
+  if (r.page_price_us <= 0) return "–";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f µs", r.page_price_us);
+  return text;
 }
 
 void print(const Row& r, bool markdown) {
@@ -286,25 +310,27 @@ void print(const Row& r, bool markdown) {
   const auto extra_ns = [&](double s) { return (s - r.untraced_s) * 1e9 / n; };
   if (markdown) {
     std::printf(
-        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op (new %.0f / %.0f B/node; kept %.0f) | %.0f ns/node | %.1f ms, %.1f MB, "
-        "%.0f ns/event | %.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node |\n",
+        "| %lld | %.0f ns/op | %.2f ms (%.0f ns/op) | +%.0f / +%.0f / +%.0f ns/op (new %.0f / %.0f B/node; kept %.0f) "
+        "| %.0f ns/node | %.1f ms, %.1f MB, "
+        "%.0f ns/event | %.2f µs/node | %.2f / %.2f / %.2f / %.2f µs/node | %s |\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
         extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), extra_ns(r.reused_s), r.fresh1_new_bytes / n,
         r.fresh2_new_bytes / n, r.recorded_bytes / n, r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb,
-        r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
-        per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s));
+        r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s), per_node_us(r.scope_s),
+        per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s), page_price(r).c_str());
   } else {
     std::printf(
         "nodes %lld: first run (plan) %.0f ns/op; untraced %.3f ms (%.0f ns/op); traced extra ns/op: fresh 1st %.0f, "
         "fresh 2nd %.0f (new memory %.0f / %.0f B/node, kept %.0f B/node), "
         "reused %.0f; first read %.0f ns/node\n  timeline %.1f ms, %.1f MB, %lld events, %.0f ns/event; add_step "
         "%.2f µs/node\n"
-        "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f\n",
+        "  views µs/node: scope %.2f, op %.2f, graph %.2f, code %.2f; a new page: %s\n",
         static_cast<long long>(r.nodes), r.plan_s * 1e9 / n, r.untraced_s * 1e3, r.untraced_s * 1e9 / n,
         extra_ns(r.fresh1_s), extra_ns(r.fresh2_s), r.fresh1_new_bytes / n, r.fresh2_new_bytes / n,
-        r.recorded_bytes / n, extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb, static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events),
-        per_node_us(r.add_step_s), per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s),
-        per_node_us(r.code_s));
+        r.recorded_bytes / n, extra_ns(r.reused_s), r.read_s * 1e9 / n, r.timeline_s * 1e3, r.timeline_mb,
+        static_cast<long long>(r.events), r.timeline_s * 1e9 / static_cast<double>(r.events), per_node_us(r.add_step_s),
+        per_node_us(r.scope_s), per_node_us(r.op_s), per_node_us(r.graph_s), per_node_us(r.code_s),
+        page_price(r).c_str());
   }
   std::fflush(stdout);
 }
@@ -341,7 +367,8 @@ int main(int argc, char** argv) {
                    "  each row gives the new memory (bytes a node) the fresh traced runs made resident, and what\n"
                    "    the 2nd keeps unread (its recorded stream, bytes a node); their CPU\n"
                    "    time, user and system, and the pages they touched first go to stderr (the system time of\n"
-                   "    new pages is the host's price on a VM: several times higher on memory it took back)\n"
+                   "    new pages is the host's price on a VM: several times higher on memory it took back);\n"
+                   "    the last column is that price over the row's timed work, µs a page\n"
                    "  --only PHASE K: that phase alone, K times (untraced, first, first_run, fresh, kept, reused,\n"
                    "    read, timeline, add_step, scope, op, graph, code; first: a new session's first traced run;\n"
                    "    first_run: a new session's first run, traced, its plan made in it; kept: into a new\n"
@@ -361,7 +388,7 @@ int main(int argc, char** argv) {
         "| nodes | first run (plan built) | untraced run | traced extra: fresh 1st / fresh 2nd / reused (new memory "
         "of the fresh; kept: the 2nd's stream) | first read "
         "| timeline (dataflow + memory) | Profiler + add_step | views, first query: scope / op / graph / code "
-        "|\n|---|---|---|---|---|---|---|---|\n");
+        "| a new page (system time / pages first touched) |\n|---|---|---|---|---|---|---|---|---|\n");
   }
   for (int64_t n : sizes) {
     if (n < 1) {
