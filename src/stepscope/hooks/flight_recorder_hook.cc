@@ -233,6 +233,7 @@ std::optional<std::filesystem::path> FlightRecorderHook::dump(const std::string&
     steps.push_back(&slot.run_metadata.step_stats);
     numbers.push_back(slot.step);
   }
+  std::optional<std::string> failure;
   try {
     if (!options_.output_dir.empty()) std::filesystem::create_directories(options_.output_dir);
     // Streamed into the file as it is made: a dump's text (97 MB for 10 steps of a 10,000-node
@@ -246,7 +247,13 @@ std::optional<std::filesystem::path> FlightRecorderHook::dump(const std::string&
                                    },
                                    {.gzip = options_.gzip});
   } catch (const std::exception& e) {
-    const std::string why = e.what();
+    failure = e.what();
+  }
+  // The dump read every step whole (node entries of ~420 bytes a node): the ring goes back to
+  // holding what its cap counts, the steps as they were recorded.
+  for (Slot& slot : ring_) slot.run_metadata.step_stats.drop_node_entries();
+  if (failure) {
+    const std::string& why = *failure;
     options_.log.log_warning("FlightRecorder: could not write " + path.string() +
                              (why.find(path.string()) == std::string::npos ? ": " + why : " (" + why + ")"));
     return std::nullopt;
@@ -257,6 +264,13 @@ std::optional<std::filesystem::path> FlightRecorderHook::dump(const std::string&
       ".." + std::to_string(last) + ")" +
       (skipped_dumps_ ? "; " + std::to_string(skipped_dumps_) + " dumps skipped by the rate limit" : ""));
   return path;
+}
+
+size_t FlightRecorderHook::held_memory_bytes() const {
+  size_t bytes = 0;
+  for (const Slot& slot : ring_) bytes += slot.run_metadata.step_stats.reserved_bytes();
+  for (const Slot& slot : spare_) bytes += slot.run_metadata.step_stats.reserved_bytes();
+  return bytes;
 }
 
 std::vector<int64_t> FlightRecorderHook::recorded_steps() const {

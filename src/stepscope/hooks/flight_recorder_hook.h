@@ -92,9 +92,14 @@ class FlightRecorderHook : public SessionRunHook {
   // ring is empty, the rate limit refused or the write failed.
   std::optional<std::filesystem::path> dump(const std::string& reason, const std::string& detail = "");
 
-  // The steps the ring holds, oldest first, and the bytes of statistics they take.
+  // The steps the ring holds, oldest first, and the bytes of statistics they take (what
+  // max_bytes caps: each step as it was recorded).
   std::vector<int64_t> recorded_steps() const;
   size_t recorded_bytes() const { return bytes_; }
+  // The memory the ring's slots and its spare ones take: their arrays' room. About
+  // recorded_bytes() between dumps, a dump's reading of the steps included (it frees the node
+  // entries it made of them).
+  size_t held_memory_bytes() const;
   // Dumps refused by the rate limit so far.
   int64_t skipped_dumps() const { return skipped_dumps_; }
 

@@ -237,6 +237,30 @@ TEST_F(FlightRecorderTest, TheRingIsBoundedInStepsAndBytesAndReusesItsSlots) {
   EXPECT_LT(by_bytes.recorded_bytes(), three_steps);
 }
 
+// A dump reads every step of the ring whole (~420 bytes a node of node entries, against the
+// 6-33 of a recorded step): afterwards the ring holds what it did before, what its cap counts,
+// and the next dump makes the entries again.
+TEST_F(FlightRecorderTest, ADumpLeavesTheRingHoldingWhatItCounts) {
+  FlightRecorderHook recorder(options({.max_steps = 4, .slow_factor = 0, .dump_on_sigusr1 = false}));
+  SingularMonitoredSession sess(g, {.hooks = {&recorder}});
+  for (int i = 0; i < 8; ++i) sess.run(train_op);
+  const size_t before = recorder.held_memory_bytes();
+  EXPECT_GT(before, 0u);
+  EXPECT_LE(before, 2 * recorder.recorded_bytes());
+  ASSERT_TRUE(recorder.dump("manual").has_value());
+  EXPECT_EQ(recorder.held_memory_bytes(), before);
+  for (int i = 0; i < 4; ++i) sess.run(train_op);       // into the slots the dump read
+  EXPECT_LT(recorder.held_memory_bytes(), 2 * before);  // steps as big, a time's varint a byte more or less
+  ASSERT_TRUE(recorder.dump("again").has_value());
+  EXPECT_EQ(step_slices(read("flight-12-again.json")), (std::vector<int64_t>{9, 10, 11, 12}));
+  const json first = read("flight-8-manual.json");
+  EXPECT_EQ(step_slices(first), (std::vector<int64_t>{5, 6, 7, 8}));
+  std::set<std::string> names;
+  for (const json& e : first["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["args"].value("name", ""));
+  EXPECT_TRUE(names.count("global_step/AssignAdd"));
+}
+
 TEST_F(FlightRecorderTest, AnUnwritableDirectoryIsAWarningAndTrainingGoesOn) {
   FlightRecorderHook recorder(options({}));
   const fs::path blocked = fs::path(dir.path()) / "blocked";

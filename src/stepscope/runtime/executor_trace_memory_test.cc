@@ -9,7 +9,9 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -160,6 +162,63 @@ TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
 
   check(twice.step_stats);
   EXPECT_EQ(twice.step_stats.dev_stats()[0].node_stats[0].all_start_ns, twice.step_stats.base_ns);
+}
+
+// A step's node entries, dropped, free their memory and are made again alike on the next read
+// (a flight recorder's ring after a dump); entries that cannot be made again as they are stay.
+TEST(Executor, ATracedStepsDroppedNodeEntriesAreMadeAgainAlike) {
+  RunMetadata md;
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+  Output y = add_one_chain(s, x, 50);
+  Session sess(g);
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &md);
+  const StepStats& read = md.step_stats;
+  auto entries = [&] {
+    std::vector<std::tuple<std::string, int64_t, int64_t, Shape, int64_t>> seen;
+    for (const NodeExecStats& ns : read.dev_stats()[0].node_stats)
+      seen.emplace_back(ns.node_name, ns.all_start_ns, ns.all_end_rel_ns, ns.output[0].tensor_description.shape,
+                        ns.memory.empty() ? -1 : ns.memory[0].allocation_records.front().alloc_bytes);
+    return seen;
+  };
+  // A copy of the step unread holds its recorded stream and nothing more, as a ring's slot does.
+  StepStats copy = md.step_stats;
+  const size_t recorded = copy.held_bytes();
+  EXPECT_LE(copy.reserved_bytes(), recorded);
+  (void)std::as_const(copy).dev_stats();
+  EXPECT_GT(copy.reserved_bytes(), 10 * recorded);
+  copy.drop_node_entries();
+  EXPECT_EQ(copy.held_bytes(), recorded);
+  EXPECT_LE(copy.reserved_bytes(), recorded);
+
+  const auto first = entries();
+  ASSERT_EQ(first.size(), 51u);
+  md.step_stats.drop_node_entries();
+  EXPECT_EQ(entries(), first);
+  md.step_stats.drop_node_entries();  // twice: as once
+  EXPECT_EQ(entries(), first);
+
+  // Read through the non-const dev_stats(), the entries may have been changed: they stay.
+  (void)md.step_stats.dev_stats();
+  const NodeExecStats* kept = read.dev_stats()[0].node_stats.data();
+  md.step_stats.drop_node_entries();
+  EXPECT_EQ(read.dev_stats()[0].node_stats.data(), kept);
+  // A copy of a dropped step is of the recorded step again, its entries made alike.
+  StepStats again = copy;
+  EXPECT_EQ(again.held_bytes(), recorded);
+  ASSERT_EQ(std::as_const(again).dev_stats()[0].node_stats.size(), 51u);
+  EXPECT_EQ(std::as_const(again).dev_stats()[0].node_stats[50].node_name, std::get<0>(first[50]));
+  // Entries made by hand are not the stream's: they stay.
+  StepStats by_hand;
+  NodeExecStats n;
+  n.node_name = "n";
+  by_hand.dev_stats().push_back({StepStats::intern("/cpu:0"), {n}});
+  by_hand.drop_node_entries();
+  ASSERT_EQ(std::as_const(by_hand).dev_stats().size(), 1u);
+  EXPECT_EQ(std::as_const(by_hand).dev_stats()[0].node_stats[0].node_name, "n");
 }
 
 // A RunMetadata per step (as hooks do): the arrays of the one that went away are reused by the

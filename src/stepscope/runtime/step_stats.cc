@@ -7,6 +7,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "stepscope/base/huge_pages.h"
@@ -93,6 +95,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
+    remakeable_ = true;
     unbuilt_.store(true, std::memory_order_release);
     return *this;
   }
@@ -171,6 +174,7 @@ StepStats::StepStats(StepStats&& other) noexcept
       base_wall_ns(other.base_wall_ns),
       dev_stats_(std::move(other.dev_stats_)),
       unbuilt_(other.unbuilt_.exchange(false)),
+      remakeable_(std::exchange(other.remakeable_, false)),
       recorded_(std::move(other.recorded_)),
       num_recorded_nodes_(other.num_recorded_nodes_),
       num_recorded_records_(other.num_recorded_records_),
@@ -191,6 +195,7 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     give_arrays_away();
     dev_stats_ = std::move(other.dev_stats_);
     unbuilt_.store(other.unbuilt_.exchange(false), std::memory_order_relaxed);
+    remakeable_ = std::exchange(other.remakeable_, false);
     recorded_ = std::move(other.recorded_);
     num_recorded_nodes_ = other.num_recorded_nodes_;
     num_recorded_records_ = other.num_recorded_records_;
@@ -308,6 +313,7 @@ bool StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
 void StepStats::clear() {
   dev_stats_.clear();
   unbuilt_.store(false, std::memory_order_relaxed);
+  remakeable_ = false;
   recorded_.clear();
   num_recorded_nodes_ = num_recorded_records_ = num_recorded_groups_ = num_recorded_slots_ = 0;
   names_.reset();
@@ -318,6 +324,20 @@ void StepStats::clear() {
   records_.clear();
   referenced_.clear();
   alloc_ids_.clear();
+}
+
+void StepStats::drop_node_entries() {
+  if (!remakeable_ || unbuilt_.load(std::memory_order_acquire)) return;
+  // Freed, not kept (as clear() keeps them): the point is to hold less. (`v = {}` would keep
+  // the capacity: it assigns an empty list.)
+  auto free = [](auto& array) { std::remove_reference_t<decltype(array)>().swap(array); };
+  free(dev_stats_);
+  free(outputs_);
+  free(memory_);
+  free(records_);
+  free(referenced_);
+  free(alloc_ids_);
+  unbuilt_.store(true, std::memory_order_release);
 }
 
 void StepStats::reuse_for_step(bool* spare_wanted) {
@@ -590,6 +610,7 @@ void StepStats::set_recorded(std::shared_ptr<const PlanNames> names, std::string
   kernel_allocator_name_ = kernel_allocator_name;
   caller_thread_ = caller_thread;
   if (sources.empty()) {
+    remakeable_ = true;
     unbuilt_.store(true, std::memory_order_release);
     return;
   }
@@ -776,7 +797,9 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
         .memory_stats = {},
     });
   }
-  names_.reset();  // the recorded nodes are not read again (their memory is kept for the next step)
+  // The plan's names are let go unless the entries may be dropped and made again
+  // (drop_node_entries): the recorded nodes are not read again.
+  if (!remakeable_) names_.reset();
 }
 
 }  // namespace stepscope

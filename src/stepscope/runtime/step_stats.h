@@ -132,6 +132,7 @@ class StepStats {
   }
   std::vector<DeviceStepStats>& dev_stats() {
     if (unbuilt_.load(std::memory_order_acquire)) build_nodes();
+    remakeable_ = false;  // the entries may change: drop_node_entries keeps them from now on
     return dev_stats_;
   }
 
@@ -150,6 +151,14 @@ class StepStats {
   bool empty() const { return dev_stats_.empty() && !unbuilt_.load(std::memory_order_acquire); }
   // Forgets everything but keeps the memory, for the next step.
   void clear();
+  // Frees the node entries a read made of what the step recorded (~420 bytes a node), keeping
+  // the recorded stream (6-33): a later read makes them again. For a holder of many steps that
+  // reads them now and then (a flight recorder's ring, which a dump reads whole), so that it
+  // holds no more than the streams it counts. Nothing changes for a step whose entries cannot
+  // be made again as they are: not recorded, recorded with allocators other than the kernels'
+  // (those are made at once), or read through the non-const dev_stats() (they may have been
+  // changed).
+  void drop_node_entries();
 
   // A process-wide copy of `s` that is never freed (equal strings share one copy).
   static std::string_view intern(std::string_view s);
@@ -567,6 +576,7 @@ class StepStats {
   // Mutable: dev_stats() makes the node entries of a const StepStats.
   mutable std::vector<DeviceStepStats> dev_stats_;
   mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
+  bool remakeable_ = false;                   // recorded_ makes the node entries (not made at once, from sources)
   mutable RecordedBytes recorded_;  // the recorded stream: fed outputs, nodes, records, outputs (RecordedWriter)
   size_t num_recorded_nodes_ = 0, num_recorded_records_ = 0;
   size_t num_recorded_groups_ = 0;  // nodes with allocation records
