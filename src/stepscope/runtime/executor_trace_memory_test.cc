@@ -196,6 +196,8 @@ TEST(Executor, ATracedStepsDroppedNodeEntriesAreMadeAgainAlike) {
 
   const auto first = entries();
   ASSERT_EQ(first.size(), 51u);
+  // A copy of a step read is of its stream too.
+  EXPECT_EQ(StepStats(md.step_stats).held_bytes(), recorded);
   md.step_stats.drop_node_entries();
   EXPECT_EQ(entries(), first);
   md.step_stats.drop_node_entries();  // twice: as once

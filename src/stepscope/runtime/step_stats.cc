@@ -75,17 +75,19 @@ std::mutex build_mutex;  // node entries are made once, whichever reader asks fi
 
 StepStats::StepStats(const StepStats& other) { *this = other; }
 
-// A step not yet read is copied as it was recorded (6-33 bytes a node, not ~420; as a flight
-// recorder copies every step into its ring), to be made node entries in the copy if it is read.
+// A recorded step is copied as it was recorded (6-33 bytes a node, not ~420; as a flight
+// recorder copies every step into its ring), to be made node entries in the copy if it is read:
+// also once read, unless through the non-const dev_stats() (its entries may have changed).
 StepStats& StepStats::operator=(const StepStats& other) {
   if (this == &other) return *this;
   clear();
   base_ns = other.base_ns;
   base_wall_ns = other.base_wall_ns;
-  // A reader may be making other's node entries meanwhile (which changes its arrays).
+  // A reader may be making other's node entries meanwhile (which changes its arrays, not the
+  // recorded stream or its names).
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
-  if (other.unbuilt_.load(std::memory_order_relaxed)) {
+  if (other.remakeable_) {
     outputs_apart_ = other.outputs_apart_;
     recorded_ = other.recorded_;
     num_recorded_nodes_ = other.num_recorded_nodes_;
