@@ -87,7 +87,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
   // recorded stream or its names).
   std::unique_lock<std::mutex> lock(build_mutex, std::defer_lock);
   if (other.unbuilt_.load(std::memory_order_acquire)) lock.lock();
-  if (other.remakeable_) {
+  if (other.remakeable_.load(std::memory_order_relaxed)) {
     outputs_apart_ = other.outputs_apart_;
     recorded_ = other.recorded_;
     num_recorded_nodes_ = other.num_recorded_nodes_;
@@ -97,7 +97,7 @@ StepStats& StepStats::operator=(const StepStats& other) {
     names_ = other.names_;
     kernel_allocator_name_ = other.kernel_allocator_name_;
     caller_thread_ = other.caller_thread_;
-    remakeable_ = true;
+    remakeable_.store(true, std::memory_order_relaxed);
     unbuilt_.store(true, std::memory_order_release);
     return *this;
   }
@@ -176,7 +176,7 @@ StepStats::StepStats(StepStats&& other) noexcept
       base_wall_ns(other.base_wall_ns),
       dev_stats_(std::move(other.dev_stats_)),
       unbuilt_(other.unbuilt_.exchange(false)),
-      remakeable_(std::exchange(other.remakeable_, false)),
+      remakeable_(other.remakeable_.exchange(false, std::memory_order_relaxed)),
       recorded_(std::move(other.recorded_)),
       num_recorded_nodes_(other.num_recorded_nodes_),
       num_recorded_records_(other.num_recorded_records_),
@@ -197,7 +197,7 @@ StepStats& StepStats::operator=(StepStats&& other) noexcept {
     give_arrays_away();
     dev_stats_ = std::move(other.dev_stats_);
     unbuilt_.store(other.unbuilt_.exchange(false), std::memory_order_relaxed);
-    remakeable_ = std::exchange(other.remakeable_, false);
+    remakeable_.store(other.remakeable_.exchange(false, std::memory_order_relaxed), std::memory_order_relaxed);
     recorded_ = std::move(other.recorded_);
     num_recorded_nodes_ = other.num_recorded_nodes_;
     num_recorded_records_ = other.num_recorded_records_;
@@ -315,7 +315,7 @@ bool StepStats::prepare_spare(const ArraySizes& sizes, SpareFor why, const std::
 void StepStats::clear() {
   dev_stats_.clear();
   unbuilt_.store(false, std::memory_order_relaxed);
-  remakeable_ = false;
+  remakeable_.store(false, std::memory_order_relaxed);
   recorded_.clear();
   num_recorded_nodes_ = num_recorded_records_ = num_recorded_groups_ = num_recorded_slots_ = 0;
   names_.reset();
@@ -329,7 +329,7 @@ void StepStats::clear() {
 }
 
 void StepStats::drop_node_entries() {
-  if (!remakeable_ || unbuilt_.load(std::memory_order_acquire)) return;
+  if (!remakeable_.load(std::memory_order_relaxed) || unbuilt_.load(std::memory_order_acquire)) return;
   // Freed, not kept (as clear() keeps them): the point is to hold less. (`v = {}` would keep
   // the capacity: it assigns an empty list.)
   auto free = [](auto& array) { std::remove_reference_t<decltype(array)>().swap(array); };
@@ -612,7 +612,7 @@ void StepStats::set_recorded(std::shared_ptr<const PlanNames> names, std::string
   kernel_allocator_name_ = kernel_allocator_name;
   caller_thread_ = caller_thread;
   if (sources.empty()) {
-    remakeable_ = true;
+    remakeable_.store(true, std::memory_order_relaxed);
     unbuilt_.store(true, std::memory_order_release);
     return;
   }
@@ -801,7 +801,7 @@ void StepStats::make_node_entries(std::span<RecordSource> sources) {
   }
   // The plan's names are let go unless the entries may be dropped and made again
   // (drop_node_entries): the recorded nodes are not read again.
-  if (!remakeable_) names_.reset();
+  if (!remakeable_.load(std::memory_order_relaxed)) names_.reset();
 }
 
 }  // namespace stepscope

@@ -132,7 +132,9 @@ class StepStats {
   }
   std::vector<DeviceStepStats>& dev_stats() {
     if (unbuilt_.load(std::memory_order_acquire)) build_nodes();
-    remakeable_ = false;  // the entries may change: drop_node_entries keeps them from now on
+    // The entries may change: drop_node_entries keeps them from now on (atomic: concurrent
+    // readers of a non-const StepStats call this too).
+    remakeable_.store(false, std::memory_order_relaxed);
     return dev_stats_;
   }
 
@@ -576,7 +578,7 @@ class StepStats {
   // Mutable: dev_stats() makes the node entries of a const StepStats.
   mutable std::vector<DeviceStepStats> dev_stats_;
   mutable std::atomic<bool> unbuilt_{false};  // recorded_ holds a step whose entries are not made
-  bool remakeable_ = false;                   // recorded_ makes the node entries (not made at once, from sources)
+  std::atomic<bool> remakeable_{false};       // recorded_ makes the node entries (not made at once, from sources)
   mutable RecordedBytes recorded_;  // the recorded stream: fed outputs, nodes, records, outputs (RecordedWriter)
   size_t num_recorded_nodes_ = 0, num_recorded_records_ = 0;
   size_t num_recorded_groups_ = 0;  // nodes with allocation records
