@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -83,21 +84,22 @@ TEST(Executor, StepStatsCopiesAndMovesKeepTheirViewsValid) {
 // A traced step's node entries are made on the first read of dev_stats(), after the session
 // and graph are gone, by whichever of several readers comes first; a copy or move of a step not
 // yet read, and a step traced over one never read, hold what they should.
+// One traced step of a chain of 50 nodes after a fed x into each of `into`, in order; the
+// session and the graph are gone when it returns.
+void trace_chain_steps(std::initializer_list<RunMetadata*> into) {
+  Graph g;
+  Scope s(g);
+  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
+  Output y = add_one_chain(s, x, 50);
+  Session sess(g);
+  RunOptions opts;
+  opts.trace_level = TraceLevel::kFullTrace;
+  for (RunMetadata* md : into) sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, md);
+}
+
 TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
   RunMetadata md, copied_md, twice;
-  {
-    Graph g;
-    Scope s(g);
-    auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
-    Output y = add_one_chain(s, x, 50);
-    Session sess(g);
-    RunOptions opts;
-    opts.trace_level = TraceLevel::kFullTrace;
-    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &md);
-    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &copied_md);
-    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &twice);
-    sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &twice);  // over one never read
-  }
+  trace_chain_steps({&md, &copied_md, &twice, &twice});  // the last over one never read
   StepStats moved = std::move(md.step_stats);
   EXPECT_FALSE(moved.empty());
   // Its nodes and their two allocation records each in a few bytes (fixed fields took 48).
@@ -165,17 +167,11 @@ TEST(Executor, ATracedStepsNodeEntriesAreMadeOnFirstRead) {
 }
 
 // A step's node entries, dropped, free their memory and are made again alike on the next read
-// (a flight recorder's ring after a dump); entries that cannot be made again as they are stay.
+// (a flight recorder's ring after a dump), the session and graph gone; entries that cannot be
+// made again as they are stay.
 TEST(Executor, ATracedStepsDroppedNodeEntriesAreMadeAgainAlike) {
   RunMetadata md;
-  Graph g;
-  Scope s(g);
-  auto x = placeholder(s.with_op_name("x"), DType::kFloat32, Shape{2});
-  Output y = add_one_chain(s, x, 50);
-  Session sess(g);
-  RunOptions opts;
-  opts.trace_level = TraceLevel::kFullTrace;
-  sess.run({{x, Tensor(DType::kFloat32, Shape{2})}}, {y}, {}, opts, &md);
+  trace_chain_steps({&md});
   const StepStats& read = md.step_stats;
   auto entries = [&] {
     std::vector<std::tuple<std::string, int64_t, int64_t, Shape, int64_t>> seen;
