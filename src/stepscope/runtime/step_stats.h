@@ -16,9 +16,10 @@
 // chain of small ops, 25-33 on real models, where the node entry, two AllocationRecords and a
 // NodeOutput take ~450; see RecordedWriter), and the plan's names, shared. The node entries,
 // output descriptions, memory entries and allocation records are made from them on the first
-// read of dev_stats(), from any thread: a step whose stats nobody reads
-// (most of what a flight recorder keeps) writes 6-33 bytes a node, not the ~420 its node entries
-// take. On new memory a step's cost follows its bytes (a VM's host charges 2-35 µs a 4 KiB page).
+// read of dev_stats(), from any thread: a step whose stats nobody reads (most of what a flight
+// recorder keeps) writes 6-33 bytes a node, not the ~420 its node entries take (and a holder may
+// drop them again: drop_node_entries). On new memory a step's cost follows its bytes (a VM's
+// host charges ~1-2 µs a 4 KiB page it still backs, 10-50 µs one it took back).
 // To build one by hand (tests, readers of saved traces): fill NodeExecStats, putting repeated
 // fields through the store_* functions of the StepStats that will hold the node, and strings
 // through intern().
@@ -309,7 +310,7 @@ class StepStats {
   // On a chain of small ops that is ~6 bytes a node (its head, three times, its free's time),
   // where fixed fields took 32 a node, 8 a record and 32 an output; on real models 25-33 bytes
   // a node (the costliest field an output's pointer). On new memory a step's cost follows its
-  // bytes (a VM's host charges 2-30 µs a 4 KiB page). Every value fits: nothing but an output's
+  // bytes (see the top of this file). Every value fits: nothing but an output's
   // (see RecordedOutput) is kept apart.
   class RecordedWriter {
    public:
